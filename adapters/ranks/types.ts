@@ -1,0 +1,60 @@
+/**
+ * The rank-index port: a derived, rebuildable index of leaderboard standings.
+ * Two adapters: Redis sorted sets (ioredis + Lua) and an in-memory order-statistic index
+ * rebuilt from SQL at start. The system of record for scores is SQL; this index only answers
+ * rank, score and page queries fast.
+ *
+ * Order within a board: higher score first; on equal scores the lower `tiebreak` first (for
+ * example the sequence at which the user reached the score: who got there first ranks higher);
+ * on equal score and tiebreak, the lower member id (byte order) first. Positions are 0-based.
+ */
+export interface RankEntry {
+  member: string;
+  score: number;
+  tiebreak: number;
+}
+
+export interface RankUpdate extends RankEntry {
+  /** A board key such as `tenant:leaderboard:window`, opaque to the index. */
+  board: string;
+}
+
+/** Where a batch of updates came from: one partition of one log stream. */
+export interface Watermark {
+  /** e.g. `<consumer group>:<topic>` */
+  stream: string;
+  partition: number;
+  /** Offset after the last record this batch covers. */
+  nextOffset: number;
+}
+
+export interface RankedEntry extends RankEntry {
+  /** 0-based position in the board's order. */
+  position: number;
+}
+
+export interface RankIndex {
+  readonly kind: 'redis' | 'memory';
+  /**
+   * Sets absolute scores (upsert) atomically with the stream's watermark. When the stored
+   * watermark for (stream, partition) is already >= `wm.nextOffset`, nothing is applied and
+   * false is returned (a replay). Atomic: either all updates and the new watermark, or none.
+   */
+  apply(updates: RankUpdate[], wm: Watermark): Promise<boolean>;
+  /** Next offset applied for (stream, partition), or null when never written. */
+  watermark(stream: string, partition: number): Promise<number | null>;
+  /** The member's entry and position, or null when absent. */
+  get(board: string, member: string): Promise<RankedEntry | null>;
+  /** Entries at positions [offset, offset + limit), in board order. */
+  range(board: string, offset: number, limit: number): Promise<RankedEntry[]>;
+  /** Number of members of the board. */
+  count(board: string): Promise<number>;
+  /** Removes members from a board (no watermark: admin operations). */
+  remove(board: string, members: string[]): Promise<void>;
+  /** Drops a whole board. */
+  dropBoard(board: string): Promise<void>;
+  /** Replaces the content of a board (rebuild from SQL). */
+  load(board: string, entries: RankEntry[]): Promise<void>;
+  ping(): Promise<void>;
+  close(): Promise<void>;
+}

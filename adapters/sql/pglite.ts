@@ -1,0 +1,67 @@
+import { PGlite } from '@electric-sql/pglite';
+import { Mutex } from './mutex';
+import type { Queryable, QueryResult, Sql } from './types';
+
+/**
+ * SQL adapter for embedded Postgres (PGlite). PGlite is a single session, so every statement and
+ * every transaction runs behind one mutex: a transaction holds the session until it ends.
+ */
+export class PgliteSql implements Sql {
+  readonly kind = 'pglite' as const;
+  private readonly lock = new Mutex();
+
+  private constructor(private readonly db: PGlite) {}
+
+  /** dataDir undefined means in memory (tests); otherwise a directory on disk. */
+  static async open(dataDir?: string): Promise<PgliteSql> {
+    const db = await PGlite.create(dataDir ? { dataDir } : {});
+    return new PgliteSql(db);
+  }
+
+  private async raw<R>(text: string, params?: unknown[]): Promise<QueryResult<R>> {
+    const r = await this.db.query<R>(text, params as unknown[]);
+    return { rows: normalizeRows(r.rows), rowCount: r.affectedRows ?? r.rows.length };
+  }
+
+  query<R>(text: string, params?: unknown[]): Promise<QueryResult<R>> {
+    return this.lock.run(() => this.raw<R>(text, params));
+  }
+
+  tx<T>(fn: (q: Queryable) => Promise<T>): Promise<T> {
+    return this.lock.run(async () => {
+      const q: Queryable = {
+        query: (text, params) => this.raw(text, params),
+        exec: async (script) => void (await this.db.exec(script)),
+      };
+      await this.db.exec('BEGIN');
+      try {
+        const out = await fn(q);
+        await this.db.exec('COMMIT');
+        return out;
+      } catch (err) {
+        await this.db.exec('ROLLBACK');
+        throw err;
+      }
+    });
+  }
+
+  exec(script: string): Promise<void> {
+    return this.lock.run(async () => void (await this.db.exec(script)));
+  }
+
+  async ping(): Promise<void> {
+    await this.query('SELECT 1');
+  }
+
+  async close(): Promise<void> {
+    await this.lock.run(() => this.db.close());
+  }
+}
+
+/** PGlite returns int8 as bigint; the pg adapter returns numbers. Make both agree. */
+function normalizeRows<R>(rows: R[]): R[] {
+  for (const row of rows as Record<string, unknown>[]) {
+    for (const k of Object.keys(row)) if (typeof row[k] === 'bigint') row[k] = Number(row[k]);
+  }
+  return rows;
+}

@@ -1,0 +1,17 @@
+import js from '@eslint/js';
+import tseslint from 'typescript-eslint';
+
+export default tseslint.config(
+  { ignores: ['node_modules/**', 'dist/**', 'data/**', 'coverage/**', 'bench/results/**'] },
+  js.configs.recommended,
+  ...tseslint.configs.recommended,
+  {
+    rules: {
+      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_' }],
+      // Only the configuration module reads the environment (ARCHITECTURE.md).
+      'no-restricted-properties': ['error', { object: 'process', property: 'env', message: 'Read configuration through runtime/config.ts' }],
+    },
+  },
+  { files: ['runtime/config.ts', 'runtime/cli.ts', 'tests/support/**', 'bench/**', 'jest.config.js', 'eslint.config.mjs'], rules: { 'no-restricted-properties': 'off' } },
+  { files: ['**/*.js', '**/*.mjs'], languageOptions: { globals: { module: 'writable', require: 'readonly', process: 'readonly' } }, rules: { '@typescript-eslint/no-require-imports': 'off' } },
+);

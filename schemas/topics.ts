@@ -1,0 +1,42 @@
+/**
+ * Every topic of the event log, one entry each, with the Avro schema of its records.
+ * A topic lists its schema versions, newest last: writers use the newest; readers resolve any
+ * listed version (Avro schema evolution), so old records stay readable after a change.
+ */
+import eventV1 from './avro/event.v1.avsc.json';
+
+export interface Topic<T> {
+  /** Logical name; adapters may prefix it (LUDUS_TOPIC_PREFIX) for isolation. */
+  readonly name: string;
+  readonly partitions: number;
+  /** Avro record schemas, oldest first; the last one is the writer schema. */
+  readonly schemas: readonly object[];
+  /** Type witness only: never read at run time. */
+  readonly _type?: T;
+}
+
+/** An accepted event as it travels through the log (schemas/avro/event.v1.avsc.json). */
+export interface EventRecord {
+  tenant_id: string;
+  event_id: string;
+  type: string;
+  user_id: string;
+  /** Unix milliseconds. */
+  occurred_at: number;
+  /** Unix milliseconds, stamped by the ingestion gateway. */
+  received_at: number;
+  attrs_json: string;
+  actor_metadata_json: string | null;
+  subject_json: string | null;
+}
+
+export const EVENTS_TOPIC: Topic<EventRecord> = {
+  name: 'ludus.events',
+  partitions: 8,
+  schemas: [eventV1],
+};
+
+/** The partition key of an event: every event of one user of one tenant stays in order. */
+export function eventKey(tenantId: string, userId: string): string {
+  return `${tenantId}:${userId}`;
+}
