@@ -20,7 +20,8 @@ export class PgliteSql implements Sql {
 
   private async raw<R>(text: string, params?: unknown[]): Promise<QueryResult<R>> {
     const r = await this.db.query<R>(text, params as unknown[]);
-    return { rows: normalizeRows(r.rows), rowCount: r.affectedRows ?? r.rows.length };
+    // affectedRows is 0 for SELECT in PGlite; pg reports the number of rows returned.
+    return { rows: normalizeRows(r.rows), rowCount: Math.max(r.affectedRows ?? 0, r.rows.length) };
   }
 
   query<R>(text: string, params?: unknown[]): Promise<QueryResult<R>> {

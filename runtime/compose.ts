@@ -1,0 +1,194 @@
+/**
+ * The composition root: the one place that turns configuration into adapters and roles.
+ * Adapters are chosen here, once; nothing else asks which shape it runs in.
+ */
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Analytics } from '../adapters/analytics/types';
+import type { EventLog } from '../adapters/eventlog/types';
+import type { RankIndex } from '../adapters/ranks/types';
+import { migrate } from '../adapters/sql/migrate';
+import type { Sql } from '../adapters/sql/types';
+import { systemClock, type Clock } from '../core/clock';
+import type { Config } from './config';
+import type { Logger } from './logger';
+
+export interface Adapters {
+  sql: Sql;
+  eventLog: EventLog;
+  ranks: RankIndex;
+  analytics: Analytics;
+}
+
+/** A store could not be reached at start: names the variable to fix, no stack trace. */
+export class StartupError extends Error {
+  constructor(
+    readonly variable: string,
+    message: string,
+  ) {
+    super(`${message} (check ${variable})`);
+    this.name = 'StartupError';
+  }
+}
+
+/** Runs `open` with a deadline, turning any failure into a StartupError naming `variable`. */
+async function connect<T>(what: string, variable: string, timeoutMs: number, open: () => Promise<T>): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([
+      open(),
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs);
+      }),
+    ]);
+  } catch (err) {
+    throw new StartupError(variable, `cannot reach ${what}: ${(err as Error).message}`);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+export async function openSql(config: Config): Promise<Sql> {
+  if (config.adapters.sql === 'pg') {
+    const { PgSql } = await import('../adapters/sql/pg');
+    const url = config.databaseUrl as string;
+    return connect(`PostgreSQL at ${redact(url)}`, 'LUDUS_DATABASE_URL', config.connectTimeoutMs, async () => {
+      const sql = new PgSql({ url });
+      try {
+        await sql.init();
+      } catch (err) {
+        await sql.close().catch(() => undefined);
+        throw err;
+      }
+      return sql;
+    });
+  }
+  const { PgliteSql } = await import('../adapters/sql/pglite');
+  const dir = join(config.dataDir, 'pg');
+  mkdirSync(dir, { recursive: true });
+  return connect(`embedded Postgres in ${dir}`, 'LUDUS_DATA_DIR', Math.max(config.connectTimeoutMs, 60000), () =>
+    PgliteSql.open(dir),
+  );
+}
+
+export async function openEventLog(config: Config, sql: Sql, log: Logger): Promise<EventLog> {
+  if (config.adapters.eventLog === 'kafka') {
+    const { KafkaEventLog } = await import('../adapters/eventlog/kafka');
+    const brokers = config.kafka.brokers;
+    const eventLog = new KafkaEventLog({
+      brokers,
+      clientId: config.kafka.clientId,
+      schemaRegistryUrl: config.kafka.schemaRegistryUrl as string,
+      topicPrefix: config.kafka.topicPrefix,
+      connectTimeoutMs: config.connectTimeoutMs,
+      log: (level, message, extra) => log[level]({ ...extra, component: 'kafka' }, message),
+    });
+    await connect(`Kafka at ${brokers.join(',')}`, 'LUDUS_KAFKA_BROKERS', config.connectTimeoutMs, () =>
+      eventLog.ping(),
+    ).catch(async (err) => {
+      await eventLog.close().catch(() => undefined);
+      throw err;
+    });
+    await connect(
+      `the schema registry at ${config.kafka.schemaRegistryUrl}`,
+      'LUDUS_SCHEMA_REGISTRY_URL',
+      config.connectTimeoutMs,
+      () => eventLog.pingRegistry(),
+    ).catch(async (err) => {
+      await eventLog.close().catch(() => undefined);
+      throw err;
+    });
+    return eventLog;
+  }
+  const { LocalEventLog } = await import('../adapters/eventlog/local');
+  return new LocalEventLog(sql);
+}
+
+export async function openRanks(config: Config): Promise<RankIndex> {
+  if (config.adapters.ranks === 'redis') {
+    const { RedisRankIndex } = await import('../adapters/ranks/redis');
+    const url = config.redis.url as string;
+    const ranks = new RedisRankIndex({ url, prefix: config.redis.prefix });
+    await connect(`Redis at ${redact(url)}`, 'LUDUS_REDIS_URL', config.connectTimeoutMs, () => ranks.ping()).catch(
+      async (err) => {
+        await ranks.close().catch(() => undefined);
+        throw err;
+      },
+    );
+    return ranks;
+  }
+  const { MemoryRankIndex } = await import('../adapters/ranks/memory');
+  return new MemoryRankIndex();
+}
+
+export async function openAnalytics(config: Config, sql: Sql): Promise<Analytics> {
+  if (config.adapters.analytics === 'clickhouse') {
+    const { ClickHouseAnalytics } = await import('../adapters/analytics/clickhouse');
+    const url = config.clickhouse.url as string;
+    const analytics = new ClickHouseAnalytics({
+      url,
+      database: config.clickhouse.database,
+      username: config.clickhouse.username,
+      password: config.clickhouse.password,
+    });
+    await connect(`ClickHouse at ${redact(url)}`, 'LUDUS_CLICKHOUSE_URL', config.connectTimeoutMs, async () => {
+      await analytics.ping();
+      await analytics.ensureSchema();
+    }).catch(async (err) => {
+      await analytics.close().catch(() => undefined);
+      throw err;
+    });
+    return analytics;
+  }
+  const { SqlAnalytics } = await import('../adapters/analytics/sql');
+  return new SqlAnalytics(sql);
+}
+
+/** Opens every adapter the configuration names and brings the SQL schema up to date. */
+export async function openAdapters(config: Config, log: Logger): Promise<Adapters> {
+  const opened: Array<{ close(): Promise<void> }> = [];
+  try {
+    const sql = await openSql(config);
+    opened.push(sql);
+    const applied = await migrate(sql);
+    if (applied.length > 0) log.info({ applied }, 'migrations applied');
+    const eventLog = await openEventLog(config, sql, log);
+    opened.push(eventLog);
+    const ranks = await openRanks(config);
+    opened.push(ranks);
+    const analytics = await openAnalytics(config, sql);
+    opened.push(analytics);
+    log.info(
+      { sql: sql.kind, event_log: eventLog.kind, ranks: ranks.kind, analytics: analytics.kind },
+      'adapters ready',
+    );
+    return { sql, eventLog, ranks, analytics };
+  } catch (err) {
+    for (const a of opened.reverse()) await a.close().catch(() => undefined);
+    throw err;
+  }
+}
+
+/** Closes adapters in the reverse order of opening; the SQL store last. */
+export async function closeAdapters(a: Adapters): Promise<void> {
+  for (const c of [a.analytics, a.ranks, a.eventLog, a.sql]) await c.close().catch(() => undefined);
+}
+
+export interface Services {
+  clock: Clock;
+}
+
+export function defaultServices(): Services {
+  return { clock: systemClock };
+}
+
+/** Hides the password of a URL for messages and logs. */
+export function redact(url: string): string {
+  try {
+    const u = new URL(url);
+    if (u.password) u.password = '***';
+    return u.toString();
+  } catch {
+    return url;
+  }
+}

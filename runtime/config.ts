@@ -1,0 +1,169 @@
+/**
+ * Typed configuration, read from the environment here and nowhere else (ARCHITECTURE.md).
+ * Every variable is documented in README.md ("Configuration"). A bad value fails with a
+ * ConfigError that names the variable; no setting falls through silently to a default.
+ */
+import { resolve } from 'node:path';
+
+export const ROLES = ['ingest', 'api', 'processors', 'scheduler', 'dispatcher', 'analytics'] as const;
+export type Role = (typeof ROLES)[number];
+
+export type Shape = 'embedded' | 'distributed';
+
+export interface Config {
+  shape: Shape;
+  roles: Role[];
+  dataDir: string;
+  host: string;
+  ports: { ingest: number; admin: number; query: number };
+  logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+  /** Adapter choice per port; LUDUS_SHAPE sets all four, each may be overridden. */
+  adapters: {
+    sql: 'pglite' | 'pg';
+    eventLog: 'local' | 'kafka';
+    ranks: 'memory' | 'redis';
+    analytics: 'sql' | 'clickhouse';
+  };
+  databaseUrl: string | null;
+  kafka: { brokers: string[]; schemaRegistryUrl: string | null; topicPrefix: string; clientId: string };
+  redis: { url: string | null; prefix: string };
+  clickhouse: { url: string | null; database: string; username: string; password: string };
+  /** How long start-up waits for each external store before giving up, in ms. */
+  connectTimeoutMs: number;
+  /** How long graceful shutdown waits for in-flight work, in ms. */
+  shutdownTimeoutMs: number;
+}
+
+export class ConfigError extends Error {
+  constructor(
+    readonly variable: string,
+    message: string,
+  ) {
+    super(`${variable}: ${message}`);
+    this.name = 'ConfigError';
+  }
+}
+
+type Env = Record<string, string | undefined>;
+
+/** Builds the configuration from an environment (process.env by default). */
+export function loadConfig(env: Env = process.env): Config {
+  const str = (name: string, def: string): string => {
+    const v = env[name];
+    return v === undefined || v === '' ? def : v;
+  };
+  const opt = (name: string): string | null => {
+    const v = env[name];
+    return v === undefined || v === '' ? null : v;
+  };
+  const oneOf = <T extends string>(name: string, allowed: readonly T[], def: T): T => {
+    const v = str(name, def);
+    if (!(allowed as readonly string[]).includes(v)) {
+      throw new ConfigError(name, `must be one of ${allowed.join(', ')} (got "${v}")`);
+    }
+    return v as T;
+  };
+  const int = (name: string, def: number, min: number, max: number): number => {
+    const raw = str(name, String(def));
+    if (!/^\d+$/.test(raw) || Number(raw) < min || Number(raw) > max) {
+      throw new ConfigError(name, `must be an integer from ${min} to ${max} (got "${raw}")`);
+    }
+    return Number(raw);
+  };
+  const url = (name: string, protocols: string[]): string | null => {
+    const v = opt(name);
+    if (v === null) return null;
+    let parsed: URL;
+    try {
+      parsed = new URL(v);
+    } catch {
+      throw new ConfigError(name, `is not a valid URL (got "${v}")`);
+    }
+    if (!protocols.includes(parsed.protocol)) {
+      throw new ConfigError(name, `must use ${protocols.join(' or ')} (got "${parsed.protocol}")`);
+    }
+    return v;
+  };
+
+  const shape = oneOf<Shape>('LUDUS_SHAPE', ['embedded', 'distributed'], 'embedded');
+  const dist = shape === 'distributed';
+
+  const rolesRaw = str('LUDUS_ROLES', 'all');
+  const roles: Role[] =
+    rolesRaw === 'all'
+      ? [...ROLES]
+      : rolesRaw.split(',').map((r) => {
+          const role = r.trim();
+          if (!(ROLES as readonly string[]).includes(role)) {
+            throw new ConfigError('LUDUS_ROLES', `unknown role "${role}" (roles: all, ${ROLES.join(', ')})`);
+          }
+          return role as Role;
+        });
+
+  const adapters: Config['adapters'] = {
+    sql: oneOf('LUDUS_SQL', ['pglite', 'pg'], dist ? 'pg' : 'pglite'),
+    eventLog: oneOf('LUDUS_EVENT_LOG', ['local', 'kafka'], dist ? 'kafka' : 'local'),
+    ranks: oneOf('LUDUS_RANKS', ['memory', 'redis'], dist ? 'redis' : 'memory'),
+    analytics: oneOf('LUDUS_ANALYTICS', ['sql', 'clickhouse'], dist ? 'clickhouse' : 'sql'),
+  };
+
+  const databaseUrl = url('LUDUS_DATABASE_URL', ['postgres:', 'postgresql:']);
+  const brokersRaw = opt('LUDUS_KAFKA_BROKERS');
+  const brokers = brokersRaw ? brokersRaw.split(',').map((b) => b.trim()) : [];
+  for (const b of brokers) {
+    if (!/^[A-Za-z0-9.\-[\]:]+:\d{1,5}$/.test(b)) {
+      throw new ConfigError('LUDUS_KAFKA_BROKERS', `must be a comma-separated list of host:port (got "${b}")`);
+    }
+  }
+  const schemaRegistryUrl = url('LUDUS_SCHEMA_REGISTRY_URL', ['http:', 'https:']);
+  const redisUrl = url('LUDUS_REDIS_URL', ['redis:', 'rediss:']);
+  const clickhouseUrl = url('LUDUS_CLICKHOUSE_URL', ['http:', 'https:']);
+
+  // A chosen adapter must have what it needs: say which variable is missing.
+  const need = (cond: boolean, variable: string, why: string) => {
+    if (cond) throw new ConfigError(variable, `is required ${why}`);
+  };
+  need(adapters.sql === 'pg' && !databaseUrl, 'LUDUS_DATABASE_URL', 'when the SQL adapter is pg');
+  need(adapters.eventLog === 'kafka' && brokers.length === 0, 'LUDUS_KAFKA_BROKERS', 'when the event log is kafka');
+  need(
+    adapters.eventLog === 'kafka' && !schemaRegistryUrl,
+    'LUDUS_SCHEMA_REGISTRY_URL',
+    'when the event log is kafka',
+  );
+  need(adapters.ranks === 'redis' && !redisUrl, 'LUDUS_REDIS_URL', 'when the rank index is redis');
+  need(adapters.analytics === 'clickhouse' && !clickhouseUrl, 'LUDUS_CLICKHOUSE_URL', 'when analytics is clickhouse');
+
+  const database = str('LUDUS_CLICKHOUSE_DATABASE', 'ludus');
+  if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(database)) {
+    throw new ConfigError('LUDUS_CLICKHOUSE_DATABASE', `must be letters, digits and underscores (got "${database}")`);
+  }
+  const topicPrefix = str('LUDUS_TOPIC_PREFIX', '');
+  if (!/^[A-Za-z0-9._-]*$/.test(topicPrefix)) {
+    throw new ConfigError('LUDUS_TOPIC_PREFIX', `may hold letters, digits, ".", "_" and "-" only (got "${topicPrefix}")`);
+  }
+
+  return {
+    shape,
+    roles,
+    dataDir: resolve(str('LUDUS_DATA_DIR', './data')),
+    host: str('LUDUS_HOST', '0.0.0.0'),
+    ports: {
+      ingest: int('LUDUS_INGEST_PORT', 8080, 0, 65535),
+      admin: int('LUDUS_ADMIN_PORT', 8081, 0, 65535),
+      query: int('LUDUS_QUERY_PORT', 8082, 0, 65535),
+    },
+    logLevel: oneOf('LUDUS_LOG_LEVEL', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], 'info'),
+    adapters,
+    databaseUrl,
+    kafka: { brokers, schemaRegistryUrl, topicPrefix, clientId: str('LUDUS_KAFKA_CLIENT_ID', 'ludus') },
+    redis: { url: redisUrl, prefix: str('LUDUS_REDIS_PREFIX', 'ludus:') },
+    clickhouse: {
+      url: clickhouseUrl,
+      database,
+      username: str('LUDUS_CLICKHOUSE_USER', 'default'),
+      password: str('LUDUS_CLICKHOUSE_PASSWORD', ''),
+    },
+    connectTimeoutMs: int('LUDUS_CONNECT_TIMEOUT_MS', 10000, 100, 600000),
+    shutdownTimeoutMs: int('LUDUS_SHUTDOWN_TIMEOUT_MS', 15000, 0, 600000),
+  };
+}

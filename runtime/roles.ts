@@ -1,0 +1,70 @@
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { buildAdminGateway } from '../api/admin';
+import { closeServer, listen, type Gateway, type GatewayName } from '../api/http/gateway';
+import { buildQueryGateway } from '../api/query';
+import type { Consumer } from '../adapters/eventlog/types';
+import { buildIngestGateway } from '../ingest/gateway';
+import { startAnalyticsSink } from '../processors/analytics-sink/sink';
+import { Scheduler } from '../scheduler/scheduler';
+import type { Role } from './config';
+import type { AppContext } from './context';
+
+export interface Listening {
+  gateway: GatewayName;
+  server: Server;
+  url: string;
+}
+
+export interface RunningRoles {
+  roles: Role[];
+  listening: Listening[];
+  /** Graceful stop: HTTP first (finish requests), then consumers (finish in-flight batches), then jobs. */
+  stop(): Promise<void>;
+}
+
+/** Builds the three gateways (without listening); tests use this too. */
+export function buildGateways(ctx: AppContext): Record<GatewayName, Gateway> {
+  return { ingest: buildIngestGateway(ctx), admin: buildAdminGateway(ctx), query: buildQueryGateway(ctx) };
+}
+
+/** Starts the configured roles on an opened context. */
+export async function startRoles(ctx: AppContext, roles: Role[] = ctx.config.roles): Promise<RunningRoles> {
+  const { config, log } = ctx;
+  const listening: Listening[] = [];
+  const consumers: Consumer[] = [];
+  const schedulers: Scheduler[] = [];
+  const stop = async () => {
+    await Promise.all(listening.map((l) => closeServer(l.server, config.shutdownTimeoutMs)));
+    await Promise.all(consumers.map((c) => c.stop()));
+    await Promise.all(schedulers.map((s) => s.stop()));
+  };
+
+  try {
+    const gateways = buildGateways(ctx);
+    const serve = async (name: GatewayName, port: number) => {
+      const server = await listen(gateways[name], config.host, port);
+      const { port: bound } = server.address() as AddressInfo;
+      const host = config.host === '0.0.0.0' ? '127.0.0.1' : config.host;
+      listening.push({ gateway: name, server, url: `http://${host}:${bound}` });
+    };
+    if (roles.includes('ingest')) await serve('ingest', config.ports.ingest);
+    if (roles.includes('api')) {
+      await serve('admin', config.ports.admin);
+      await serve('query', config.ports.query);
+    }
+    if (roles.includes('analytics')) consumers.push(await startAnalyticsSink({ ...ctx.adapters, log, metrics: ctx.metrics }));
+    if (roles.includes('scheduler')) {
+      const scheduler = new Scheduler({ sql: ctx.adapters.sql, clock: ctx.clock, log }, []);
+      scheduler.start();
+      schedulers.push(scheduler);
+    }
+    // processors and dispatcher: their consumers and jobs register here as the features land
+    // (issues 4 to 6); the roles are accepted now so deployments can already name them.
+  } catch (err) {
+    await stop().catch(() => undefined);
+    throw err;
+  }
+  for (const l of listening) log.info({ gateway: l.gateway, url: l.url }, 'listening');
+  return { roles, listening, stop };
+}
