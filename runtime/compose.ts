@@ -108,7 +108,7 @@ export async function openRanks(config: Config): Promise<RankIndex> {
   if (config.adapters.ranks === 'redis') {
     const { RedisRankIndex } = await import('../adapters/ranks/redis');
     const url = config.redis.url as string;
-    const ranks = new RedisRankIndex({ url, prefix: config.redis.prefix });
+    const ranks = new RedisRankIndex({ redis: url, prefix: `${config.redis.prefix}ranks:` });
     await connect(`Redis at ${redact(url)}`, 'LUDUS_REDIS_URL', config.connectTimeoutMs, () => ranks.ping()).catch(
       async (err) => {
         await ranks.close().catch(() => undefined);

@@ -5,7 +5,7 @@ describe('loadConfig', () => {
     const c = loadConfig({});
     expect(c.shape).toBe('embedded');
     expect(c.roles).toEqual([...ROLES]);
-    expect(c.adapters).toEqual({ sql: 'pglite', eventLog: 'local', ranks: 'memory', analytics: 'sql' });
+    expect(c.adapters).toEqual({ sql: 'pglite', eventLog: 'local', ranks: 'memory', analytics: 'sql', rateLimiter: 'memory' });
     expect(c.ports).toEqual({ ingest: 8080, admin: 8081, query: 8082 });
     expect(c.dataDir.endsWith('/data')).toBe(true);
   });
@@ -17,11 +17,28 @@ describe('loadConfig', () => {
     LUDUS_SCHEMA_REGISTRY_URL: 'http://127.0.0.1:8090/apis/ccompat/v7',
     LUDUS_REDIS_URL: 'redis://127.0.0.1:6379/0',
     LUDUS_CLICKHOUSE_URL: 'http://127.0.0.1:8123',
+    LUDUS_SECRET_KEY: Buffer.alloc(32, 7).toString('base64'),
   };
 
   it('chooses the distributed adapters from LUDUS_SHAPE, each overridable', () => {
-    expect(loadConfig(distributed).adapters).toEqual({ sql: 'pg', eventLog: 'kafka', ranks: 'redis', analytics: 'clickhouse' });
+    expect(loadConfig(distributed).adapters).toEqual({
+      sql: 'pg',
+      eventLog: 'kafka',
+      ranks: 'redis',
+      analytics: 'clickhouse',
+      rateLimiter: 'redis',
+    });
     expect(loadConfig({ ...distributed, LUDUS_RANKS: 'memory' }).adapters.ranks).toBe('memory');
+  });
+
+  it('parses rate limits with the SPEC.md ingestion defaults', () => {
+    expect(loadConfig({}).rateLimits.ingest).toEqual([
+      { limit: 1000, windowMs: 1000 },
+      { limit: 10000, windowMs: 60000 },
+      { limit: 100000, windowMs: 3600000 },
+      { limit: 1000000, windowMs: 86400000 },
+    ]);
+    expect(loadConfig({ LUDUS_RATE_LIMIT_QUERY: 'off' }).rateLimits.query).toEqual([]);
   });
 
   it('parses a subset of roles', () => {
@@ -38,6 +55,10 @@ describe('loadConfig', () => {
     ['missing broker list', { ...distributed, LUDUS_KAFKA_BROKERS: '' }, /^LUDUS_KAFKA_BROKERS: is required/],
     ['port out of range', { LUDUS_ADMIN_PORT: '70000' }, /^LUDUS_ADMIN_PORT: must be an integer from 0 to 65535/],
     ['non-numeric port', { LUDUS_QUERY_PORT: '80a' }, /^LUDUS_QUERY_PORT: must be an integer/],
+    ['missing secret key', { ...distributed, LUDUS_SECRET_KEY: '' }, /^LUDUS_SECRET_KEY: is required in the distributed shape/],
+    ['short secret key', { ...distributed, LUDUS_SECRET_KEY: 'abcd' }, /^LUDUS_SECRET_KEY: must be 32 bytes/],
+    ['short root key', { LUDUS_ROOT_KEY: 'short' }, /^LUDUS_ROOT_KEY: must be at least 32 characters/],
+    ['bad rate limit', { LUDUS_RATE_LIMIT_INGEST: '10/x' }, /^LUDUS_RATE_LIMIT_INGEST: must be "off" or a list/],
     ['hostile database name', { LUDUS_CLICKHOUSE_DATABASE: 'x; DROP' }, /^LUDUS_CLICKHOUSE_DATABASE:/],
   ];
   it.each(bad)('rejects %s with an error naming the variable', (_what, env, message) => {

@@ -23,15 +23,45 @@ export interface Config {
     eventLog: 'local' | 'kafka';
     ranks: 'memory' | 'redis';
     analytics: 'sql' | 'clickhouse';
+    rateLimiter: 'memory' | 'redis';
   };
   databaseUrl: string | null;
   kafka: { brokers: string[]; schemaRegistryUrl: string | null; topicPrefix: string; clientId: string };
   redis: { url: string | null; prefix: string };
   clickhouse: { url: string | null; database: string; username: string; password: string };
+  /**
+   * Server key (32 bytes) that encrypts tenant secrets and API keys at rest. Required in the
+   * distributed shape; the embedded shape generates one in the data directory when unset.
+   */
+  secretKey: Buffer | null;
+  /** Operator key for /v1/tenants and /v1/api-keys; embedded: generated on first start when unset. */
+  rootKey: string | null;
+  /** Rate limits per tenant and gateway. */
+  rateLimits: { ingest: RateLimitSpec; admin: RateLimitSpec; query: RateLimitSpec };
+  /** Permitted clock skew of signed requests (X-Timestamp), seconds. */
+  signatureSkewSeconds: number;
+  /** How long a tenant's credentials are cached by a gateway, ms (suspension takes effect within it). */
+  tenantCacheMs: number;
   /** How long start-up waits for each external store before giving up, in ms. */
   connectTimeoutMs: number;
   /** How long graceful shutdown waits for in-flight work, in ms. */
   shutdownTimeoutMs: number;
+}
+
+export type RateLimitSpec = Array<{ limit: number; windowMs: number }>;
+
+const UNIT_MS: Record<string, number> = { s: 1000, m: 60000, h: 3600000, d: 86400000 };
+
+/** `1000/s,10000/m,100000/h,1000000/d` into windows; `off` disables the limit. */
+export function parseRateLimit(variable: string, raw: string): RateLimitSpec {
+  if (raw === 'off') return [];
+  return raw.split(',').map((part) => {
+    const m = /^\s*(\d+)\s*\/\s*([smhd])\s*$/.exec(part);
+    if (!m || Number(m[1]) < 1) {
+      throw new ConfigError(variable, `must be "off" or a list like 1000/s,10000/m,100000/h,1000000/d (got "${raw}")`);
+    }
+    return { limit: Number(m[1]), windowMs: UNIT_MS[m[2]!]! };
+  });
 }
 
 export class ConfigError extends Error {
@@ -105,6 +135,7 @@ export function loadConfig(env: Env = process.env): Config {
     eventLog: oneOf('LUDUS_EVENT_LOG', ['local', 'kafka'], dist ? 'kafka' : 'local'),
     ranks: oneOf('LUDUS_RANKS', ['memory', 'redis'], dist ? 'redis' : 'memory'),
     analytics: oneOf('LUDUS_ANALYTICS', ['sql', 'clickhouse'], dist ? 'clickhouse' : 'sql'),
+    rateLimiter: oneOf('LUDUS_RATE_LIMITER', ['memory', 'redis'], dist ? 'redis' : 'memory'),
   };
 
   const databaseUrl = url('LUDUS_DATABASE_URL', ['postgres:', 'postgresql:']);
@@ -131,6 +162,7 @@ export function loadConfig(env: Env = process.env): Config {
     'when the event log is kafka',
   );
   need(adapters.ranks === 'redis' && !redisUrl, 'LUDUS_REDIS_URL', 'when the rank index is redis');
+  need(adapters.rateLimiter === 'redis' && !redisUrl, 'LUDUS_REDIS_URL', 'when the rate limiter is redis');
   need(adapters.analytics === 'clickhouse' && !clickhouseUrl, 'LUDUS_CLICKHOUSE_URL', 'when analytics is clickhouse');
 
   const database = str('LUDUS_CLICKHOUSE_DATABASE', 'ludus');
@@ -163,7 +195,33 @@ export function loadConfig(env: Env = process.env): Config {
       username: str('LUDUS_CLICKHOUSE_USER', 'default'),
       password: str('LUDUS_CLICKHOUSE_PASSWORD', ''),
     },
+    secretKey: secretKey(opt('LUDUS_SECRET_KEY'), dist),
+    rootKey: rootKey(opt('LUDUS_ROOT_KEY')),
+    rateLimits: {
+      ingest: parseRateLimit('LUDUS_RATE_LIMIT_INGEST', str('LUDUS_RATE_LIMIT_INGEST', '1000/s,10000/m,100000/h,1000000/d')),
+      admin: parseRateLimit('LUDUS_RATE_LIMIT_ADMIN', str('LUDUS_RATE_LIMIT_ADMIN', '100/s,3000/m')),
+      query: parseRateLimit('LUDUS_RATE_LIMIT_QUERY', str('LUDUS_RATE_LIMIT_QUERY', '1000/s,30000/m')),
+    },
+    signatureSkewSeconds: int('LUDUS_SIGNATURE_SKEW_SECONDS', 300, 1, 86400),
+    tenantCacheMs: int('LUDUS_TENANT_CACHE_MS', 1000, 0, 600000),
     connectTimeoutMs: int('LUDUS_CONNECT_TIMEOUT_MS', 10000, 100, 600000),
     shutdownTimeoutMs: int('LUDUS_SHUTDOWN_TIMEOUT_MS', 15000, 0, 600000),
   };
+}
+
+function secretKey(raw: string | null, distributed: boolean): Buffer | null {
+  if (raw === null) {
+    if (distributed) {
+      throw new ConfigError('LUDUS_SECRET_KEY', 'is required in the distributed shape (32 random bytes, base64: openssl rand -base64 32)');
+    }
+    return null;
+  }
+  const key = /^[0-9a-fA-F]{64}$/.test(raw) ? Buffer.from(raw, 'hex') : Buffer.from(raw, 'base64');
+  if (key.length !== 32) throw new ConfigError('LUDUS_SECRET_KEY', 'must be 32 bytes, base64 or hex encoded');
+  return key;
+}
+
+function rootKey(raw: string | null): string | null {
+  if (raw !== null && raw.length < 32) throw new ConfigError('LUDUS_ROOT_KEY', 'must be at least 32 characters');
+  return raw;
 }

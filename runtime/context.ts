@@ -1,8 +1,10 @@
+import type { MountDeps } from '../api/http/route';
 import type { Clock } from '../core/clock';
 import type { Adapters } from './compose';
 import type { Config } from './config';
 import type { Logger } from './logger';
 import type { Metrics } from './metrics';
+import type { Services } from './services';
 
 /** What the composition root hands to every role: built once, passed explicitly. */
 export interface AppContext {
@@ -11,4 +13,17 @@ export interface AppContext {
   metrics: Metrics;
   clock: Clock;
   adapters: Adapters;
+  services: Services;
+  /** The product version (package.json), shown in OpenAPI documents. */
+  version: string;
+}
+
+/** What the route chain of one gateway needs: the authenticator and that gateway's rate limits. */
+export function mountDeps(ctx: AppContext, gateway: 'ingest' | 'admin' | 'query'): MountDeps {
+  return {
+    auth: ctx.services.auth,
+    rateLimiter: ctx.services.rateLimiter,
+    rateLimit: ctx.config.rateLimits[gateway],
+    clock: ctx.clock,
+  };
 }

@@ -5,6 +5,7 @@ import { closeServer, listen, type Gateway, type GatewayName } from '../api/http
 import { buildQueryGateway } from '../api/query';
 import type { Consumer } from '../adapters/eventlog/types';
 import { buildIngestGateway } from '../ingest/gateway';
+import { allRoutes } from '../api/routes';
 import { startAnalyticsSink } from '../processors/analytics-sink/sink';
 import { Scheduler } from '../scheduler/scheduler';
 import type { Role } from './config';
@@ -25,7 +26,12 @@ export interface RunningRoles {
 
 /** Builds the three gateways (without listening); tests use this too. */
 export function buildGateways(ctx: AppContext): Record<GatewayName, Gateway> {
-  return { ingest: buildIngestGateway(ctx), admin: buildAdminGateway(ctx), query: buildQueryGateway(ctx) };
+  const routes = allRoutes(ctx.services);
+  return {
+    ingest: buildIngestGateway(ctx, routes),
+    admin: buildAdminGateway(ctx, routes),
+    query: buildQueryGateway(ctx, routes),
+  };
 }
 
 /** Starts the configured roles on an opened context. */

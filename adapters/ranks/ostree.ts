@@ -302,9 +302,8 @@ export class OSTree<T> {
       this.merge(parent, i - 1);
     } else if (right) {
       this.merge(parent, i);
-    } else if (child.length === 0) {
-      // Only child and empty: the tree is being emptied; the caller collapses the root.
     }
+    // An inner node always has at least two children, so one of the branches above applies.
   }
 
   private moveLastToFront(from: Node<T>, to: Node<T>): void {
@@ -368,9 +367,12 @@ export class OSTree<T> {
   }
 }
 
-/** Splits n items into runs of BULK (last runs evened out so none is below MIN unless n < MIN). */
+/**
+ * Splits n items into even runs of at most BULK, each within [MIN, MAX] (one run when n <= MAX):
+ * for n > MAX, n / ceil(n / BULK) >= MIN.
+ */
 function chunk(n: number): Array<[number, number]> {
-  const parts = Math.max(1, Math.ceil(n / BULK));
+  const parts = n <= MAX ? 1 : Math.ceil(n / BULK);
   const out: Array<[number, number]> = [];
   const base = Math.floor(n / parts);
   let extra = n % parts;

@@ -4,7 +4,9 @@ import Koa from 'koa';
 import Router from '@koa/router';
 import type { Logger } from '../../runtime/logger';
 import type { Metrics } from '../../runtime/metrics';
+import { buildOpenApi, renderDocsPage } from '../openapi';
 import { ApiError, errors } from './errors';
+import { mountRoutes, type MountDeps, type RouteSpec } from './route';
 
 export type GatewayName = 'ingest' | 'admin' | 'query';
 
@@ -33,7 +35,10 @@ const READY_TIMEOUT_MS = 2000;
  * One Koa app per gateway with the shared plumbing: request ids, structured access logs,
  * the single error renderer, /health, /ready and /metrics. Feature routes go on `router`.
  */
-export function createGateway(name: GatewayName, deps: { log: Logger; metrics: Metrics; checks: ReadinessCheck[] }): Gateway {
+export function createGateway(
+  name: GatewayName,
+  deps: { log: Logger; metrics: Metrics; checks: ReadinessCheck[]; routes: RouteSpec[]; mount: MountDeps; version: string },
+): Gateway {
   const app = new Koa<GatewayState>();
   app.proxy = false;
   const router = new Router<GatewayState>();
@@ -86,6 +91,17 @@ export function createGateway(name: GatewayName, deps: { log: Logger; metrics: M
     ctx.type = deps.metrics.registry.contentType;
     ctx.body = await deps.metrics.registry.metrics();
   });
+
+  const openapi = buildOpenApi(name, deps.routes, deps.version);
+  router.get('/openapi.json', (ctx) => {
+    ctx.body = openapi;
+  });
+  const docsPage = renderDocsPage(openapi);
+  router.get('/docs', (ctx) => {
+    ctx.type = 'html';
+    ctx.body = docsPage;
+  });
+  mountRoutes(router, name, deps.routes, deps.mount);
 
   app.use(router.routes());
   app.use(router.allowedMethods({ throw: false }));

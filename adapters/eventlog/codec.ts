@@ -1,0 +1,192 @@
+/**
+ * Avro codecs of event-log record values. Both use the schemas a Topic lists (oldest first, the
+ * last one is the writer schema) and resolve whatever schema a record was written with into the
+ * newest one, so old records stay readable after a schema change.
+ *
+ * - PlainAvroCodec: bare Avro binary (avsc), no framing. The local log stores, next to the bytes,
+ *   which of the topic's schema versions wrote them.
+ * - RegistryAvroCodec: the Confluent wire format (magic byte 0, 4-byte big-endian schema id, Avro
+ *   binary), ids from a Confluent-API schema registry (@kafkajs/confluent-schema-registry; Apicurio's
+ *   ccompat API in our stack). The writer schema is registered once per subject `<topic>-value`.
+ *
+ * Behind the small SchemaCodec interface so that the registry (or the whole Avro library) can be
+ * swapped without touching the adapters.
+ */
+import { Type, type Resolver, type Schema } from 'avsc';
+import { COMPATIBILITY, SchemaRegistry, SchemaType } from '@kafkajs/confluent-schema-registry';
+import type { Topic } from '../../schemas/topics';
+import { errorMessage } from './common';
+
+export interface SchemaCodec {
+  /** Encodes `value` with the topic's writer schema (the last of `topic.schemas`). */
+  encode<T>(topic: Topic<T>, value: T): Promise<Buffer>;
+  /**
+   * Decodes bytes made by `encode` for this topic into the topic's newest schema.
+   * `writerVersion` (1-based position in `topic.schemas`) says which schema wrote bare bytes; a
+   * codec whose bytes carry a schema id (the registry codec) ignores it. Default: the newest.
+   */
+  decode<T>(topic: Topic<T>, bytes: Buffer, writerVersion?: number): Promise<T>;
+  /** The version `encode` writes with: `topic.schemas.length`. */
+  writerVersion(topic: Topic<unknown>): number;
+}
+
+type AvroType = Type;
+
+/** Compiled types of a topic's schemas, cached per Topic object. */
+class TopicTypes {
+  readonly versions: AvroType[];
+  readonly reader: AvroType;
+  /** Keyed `v<version>` (bare bytes) or `id<schema id>` (registry). */
+  private readonly resolvers = new Map<string, Resolver | null>();
+
+  constructor(readonly topic: Topic<unknown>) {
+    if (topic.schemas.length === 0) throw new Error(`topic ${topic.name} lists no Avro schema`);
+    this.versions = topic.schemas.map((s) => Type.forSchema(s as Schema));
+    this.reader = this.versions[this.versions.length - 1];
+  }
+
+  get writer(): AvroType {
+    return this.reader;
+  }
+
+  /** Encodes with the writer schema; a value that does not fit names the offending fields. */
+  encode(value: unknown): Buffer {
+    const paths: string[] = [];
+    if (!this.writer.isValid(value, { errorHook: (path) => paths.push(path.join('.') || '(root)') })) {
+      throw new Error(`invalid record for topic ${this.topic.name}: bad or missing field(s) ${paths.join(', ')}`);
+    }
+    return this.writer.toBuffer(value);
+  }
+
+  /** Decodes bytes written by `writer` (one of the versions, or a registry schema) into the reader. */
+  decodeWith(writer: AvroType, key: string, bytes: Buffer): unknown {
+    let resolver = this.resolvers.get(key);
+    if (resolver === undefined) {
+      resolver = writer === this.reader || writer.equals(this.reader) ? null : this.reader.createResolver(writer);
+      this.resolvers.set(key, resolver);
+    }
+    return resolver ? this.reader.fromBuffer(bytes, resolver) : this.reader.fromBuffer(bytes);
+  }
+}
+
+const typesCache = new WeakMap<Topic<unknown>, TopicTypes>();
+function typesOf(topic: Topic<unknown>): TopicTypes {
+  let t = typesCache.get(topic);
+  if (!t) {
+    t = new TopicTypes(topic);
+    typesCache.set(topic, t);
+  }
+  return t;
+}
+
+/** Bare Avro binary: what the local log stores (with the writer version in its own column). */
+export class PlainAvroCodec implements SchemaCodec {
+  async encode<T>(topic: Topic<T>, value: T): Promise<Buffer> {
+    return typesOf(topic).encode(value);
+  }
+
+  async decode<T>(topic: Topic<T>, bytes: Buffer, writerVersion?: number): Promise<T> {
+    const types = typesOf(topic);
+    const v = writerVersion ?? types.versions.length;
+    const writer = types.versions[v - 1];
+    if (!writer) throw new Error(`topic ${topic.name} has no schema version ${v} (it lists ${types.versions.length})`);
+    return types.decodeWith(writer, `v${v}`, bytes) as T;
+  }
+
+  writerVersion(topic: Topic<unknown>): number {
+    return topic.schemas.length;
+  }
+}
+
+export const CONFLUENT_MAGIC_BYTE = 0;
+
+export interface RegistryAvroCodecOptions {
+  /** Base URL of the Confluent-compatible API, e.g. http://127.0.0.1:8090/apis/ccompat/v7 */
+  url: string;
+  /** Prepended to topic names in subjects (`<prefix><topic>-value`): the Kafka adapter's topic prefix. */
+  subjectPrefix?: string;
+  /** Compatibility level set on a subject registered for the first time. Default BACKWARD. */
+  compatibility?: COMPATIBILITY;
+}
+
+/** Avro in the Confluent wire format, schema ids from a schema registry. */
+export class RegistryAvroCodec implements SchemaCodec {
+  private readonly registry: SchemaRegistry;
+  /** subject → registered id of the topic's writer schema (the promise, so concurrent callers share it). */
+  private readonly writerIds = new Map<string, Promise<number>>();
+  /** schema id → compiled writer type fetched from the registry. */
+  private readonly writerTypes = new Map<number, Promise<AvroType>>();
+
+  constructor(private readonly opts: RegistryAvroCodecOptions) {
+    // mappersmith retries 5xx itself; keep it short so an outage surfaces as an error quickly.
+    this.registry = new SchemaRegistry({ host: opts.url, retry: { retries: 2, maxRetryTimeInSecs: 2 } });
+  }
+
+  subject(topic: Topic<unknown>): string {
+    return `${this.opts.subjectPrefix ?? ''}${topic.name}-value`;
+  }
+
+  /** Registers the topic's writer schema under `<topic>-value` (once; idempotent) and returns its id. */
+  writerSchemaId(topic: Topic<unknown>): Promise<number> {
+    const subject = this.subject(topic);
+    let id = this.writerIds.get(subject);
+    if (!id) {
+      const schema = JSON.stringify(typesOf(topic).writer.schema());
+      id = this.registry
+        .register(
+          { type: SchemaType.AVRO, schema },
+          { subject, compatibility: this.opts.compatibility ?? COMPATIBILITY.BACKWARD },
+        )
+        .then((r) => r.id)
+        .catch((err: unknown) => {
+          this.writerIds.delete(subject); // retry on the next call
+          throw new Error(`cannot register schema ${subject} at ${this.opts.url}: ${describeRegistryError(err)}`);
+        });
+      this.writerIds.set(subject, id);
+    }
+    return id;
+  }
+
+  async encode<T>(topic: Topic<T>, value: T): Promise<Buffer> {
+    const payload = typesOf(topic).encode(value);
+    const id = await this.writerSchemaId(topic);
+    const header = Buffer.alloc(5);
+    header.writeUInt8(CONFLUENT_MAGIC_BYTE, 0);
+    header.writeInt32BE(id, 1);
+    return Buffer.concat([header, payload]);
+  }
+
+  async decode<T>(topic: Topic<T>, bytes: Buffer): Promise<T> {
+    if (bytes.length < 5 || bytes.readUInt8(0) !== CONFLUENT_MAGIC_BYTE) {
+      throw new Error(`record of topic ${topic.name} is not in the Confluent wire format (magic byte ${bytes[0]})`);
+    }
+    const id = bytes.readInt32BE(1);
+    const writer = await this.writerType(id);
+    return typesOf(topic).decodeWith(writer, `id${id}`, bytes.subarray(5)) as T;
+  }
+
+  writerVersion(topic: Topic<unknown>): number {
+    return topic.schemas.length;
+  }
+
+  private writerType(id: number): Promise<AvroType> {
+    let t = this.writerTypes.get(id);
+    if (!t) {
+      t = this.registry
+        .getSchema(id)
+        .then((s) => Type.forSchema((s as unknown as AvroType).schema() as Schema))
+        .catch((err: unknown) => {
+          this.writerTypes.delete(id);
+          throw new Error(`cannot fetch schema id ${id} from ${this.opts.url}: ${describeRegistryError(err)}`);
+        });
+      this.writerTypes.set(id, t);
+    }
+    return t;
+  }
+}
+
+function describeRegistryError(err: unknown): string {
+  const e = err as { status?: number; message?: string; originalError?: unknown };
+  const msg = errorMessage(err);
+  return typeof e?.status === 'number' && !msg.includes(String(e.status)) ? `HTTP ${e.status}: ${msg}` : msg;
+}

@@ -1,0 +1,128 @@
+/**
+ * Pieces shared by both event-log adapters: the key partitioner, the logger hook, retry backoff.
+ */
+import { Partitioners } from 'kafkajs';
+
+/**
+ * The one partitioner of the event log, used by both adapters: kafkajs's DefaultPartitioner
+ * (murmur2 of the UTF-8 key, made positive, mod the partition count; the Java client's algorithm).
+ * The Kafka producer partitions with the very same function, so `partitionFor` agrees with where
+ * Kafka puts a record, and the local log places every key in the same partition as Kafka would.
+ */
+const kafkajsPartitioner = Partitioners.DefaultPartitioner();
+const metadataCache = new Map<number, Parameters<typeof kafkajsPartitioner>[0]['partitionMetadata']>();
+
+export function partitionForKey(key: string, partitions: number): number {
+  if (!Number.isInteger(partitions) || partitions < 1) throw new Error(`invalid partition count: ${partitions}`);
+  let metadata = metadataCache.get(partitions);
+  if (!metadata) {
+    // Only the length (and a non-negative leader) matters to a keyed message.
+    metadata = Array.from({ length: partitions }, (_, partitionId) => ({
+      partitionErrorCode: 0,
+      partitionId,
+      leader: 0,
+      replicas: [0],
+      isr: [0],
+      offlineReplicas: [],
+    }));
+    metadataCache.set(partitions, metadata);
+  }
+  // The topic name only seeds the round-robin counter used for unkeyed messages: irrelevant here.
+  return kafkajsPartitioner({ topic: '', partitionMetadata: metadata, message: { key, value: null } });
+}
+
+export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
+/**
+ * Where the adapters (and kafkajs, through them) write their diagnostics. The composition root
+ * passes one that routes into its pino logger; the default drops everything but errors to stderr.
+ */
+export type EventLogLogger = (level: LogLevel, message: string, fields?: Record<string, unknown>) => void;
+
+export const defaultLogger: EventLogLogger = (level, message, fields) => {
+  if (level === 'error') console.error(`[eventlog] ${message}`, fields ?? '');
+};
+
+export interface BackoffOptions {
+  /** First wait after a failure. Default 100 ms. */
+  initialMs?: number;
+  /** Cap of the exponential growth. Default 5000 ms. */
+  maxMs?: number;
+}
+
+/** Wait before retry number `attempt` (1-based): initial * 2^(attempt-1), capped. */
+export function backoffDelay(attempt: number, opts: BackoffOptions = {}): number {
+  const initial = opts.initialMs ?? 100;
+  const max = opts.maxMs ?? 5000;
+  return Math.min(max, initial * 2 ** Math.min(Math.max(attempt - 1, 0), 30));
+}
+
+export function errorMessage(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
+/** A one-shot signal (stop, revoke): `fire` is idempotent; listeners can be added and removed. */
+export class Signal {
+  fired = false;
+  private readonly listeners = new Set<() => void>();
+
+  fire(): void {
+    if (this.fired) return;
+    this.fired = true;
+    for (const l of [...this.listeners]) l();
+    this.listeners.clear();
+  }
+
+  /** Calls `fn` once when the signal fires (at once if it has); returns an unsubscribe function. */
+  on(fn: () => void): () => void {
+    if (this.fired) {
+      fn();
+      return () => undefined;
+    }
+    this.listeners.add(fn);
+    return () => this.listeners.delete(fn);
+  }
+}
+
+/** Sleeps `ms`, or less when `cancel` fires first. Leaves no timer or listener behind. */
+export function sleepUnless(ms: number, cancel: Signal): Promise<void> {
+  if (cancel.fired) return Promise.resolve();
+  return new Promise<void>((resolve) => {
+    const off = cancel.on(() => {
+      clearTimeout(timer);
+      resolve();
+    });
+    const timer = setTimeout(() => {
+      off();
+      resolve();
+    }, ms);
+  });
+}
+
+/** A counting semaphore: at most `limit` holders at a time, waiters served in arrival order. */
+export class Semaphore {
+  private active = 0;
+  private readonly waiters: Array<() => void> = [];
+
+  constructor(private readonly limit: number) {
+    if (!(limit >= 1)) throw new Error(`invalid concurrency: ${limit}`);
+  }
+
+  async run<T>(fn: () => Promise<T>): Promise<T> {
+    if (this.active >= this.limit) await new Promise<void>((r) => this.waiters.push(r));
+    else this.active++;
+    try {
+      return await fn();
+    } finally {
+      const next = this.waiters.shift();
+      if (next) next();
+      else this.active--;
+    }
+  }
+}
+
+/** Splits `items` into consecutive chunks of at most `size`. */
+export function chunk<T>(items: T[], size: number): T[][] {
+  const out: T[][] = [];
+  for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size));
+  return out;
+}

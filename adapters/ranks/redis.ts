@@ -1,0 +1,332 @@
+/**
+ * RedisRankIndex: the distributed shape's rank index, one sorted set plus one hash per board.
+ *
+ * Keys (all under the configured prefix P; the board's keys share the hash tag `{board}`, so
+ * they live on one cluster slot):
+ *   P{<board>}:z                 sorted set: stored score = -score, member = encoded entry
+ *   P{<board>}:h                 hash: member id -> encoded entry (to find the old one on update)
+ *   P{<board>}:load:<id>:z|h     staging keys of a running load(), with a TTL (see load())
+ *   Pwm:<partition>:<stream>     watermark: next offset applied for (stream, partition)
+ *
+ * Order and encoding. Redis orders a sorted set by (score asc, member bytes asc). The board
+ * order is (score desc, tiebreak asc, member asc by bytes). Instead of reading with ZREVRANGE,
+ * which would reverse the member bytes too (and then need inverted bytes plus a terminator that
+ * cannot exist for every member), the index stores the negated score and reads with ZRANGE /
+ * ZRANK, which keep the member bytes ascending. Negating a double is exact, so no two scores
+ * collide and every score reads back bit for bit (integers up to 2^53 stay exact; scores never
+ * pass through Lua numbers, which would print them with 14 digits). The encoded member is
+ *
+ *     hex14(tiebreak + 2^53) ":" member-id
+ *
+ * a fixed-width, zero-padded, lowercase hex of the biased tiebreak (|tiebreak| <= 2^53 - 1, so
+ * the biased value is in [1, 2^54 - 1], 14 hex digits). Fixed width and '0'-'9' < 'a'-'f' in
+ * ASCII make byte order equal numeric order on the first 14 bytes; when tiebreaks are equal the
+ * first 15 bytes are equal and the rest is the member id's UTF-8 bytes, compared by memcmp with
+ * a shorter prefix first: exactly "member asc by bytes". Decoding cuts at the fixed width, so a
+ * member id may contain ':' or anything else (NUL included); see ./validate.ts for the rules.
+ *
+ * Writes are Lua scripts (EVALSHA, falling back to EVAL when the script is not cached). apply()
+ * is ONE script: it checks the watermark, applies every update and moves the watermark, so it is
+ * atomic with respect to every other client. Input is validated before the script runs, so the
+ * script cannot fail half way. Reads that need more than one command are Lua scripts too (their
+ * replies have the same shape whatever RESP version the client speaks).
+ *
+ * Cluster caveat: one apply() touches the watermark key and the keys of every board in the
+ * batch, which are on different slots. That is fine on one Redis (or a primary with replicas);
+ * on Redis Cluster the script would fail with CROSSSLOT. Running on a cluster would need every
+ * board updated by one partition and that partition's watermark on one slot (a hash tag per
+ * (stream, partition)), which changes the key layout above.
+ *
+ * Connection: pass a URL (the index opens and closes its own ioredis client) or a client that
+ * the caller owns and closes. The client must not use ioredis' own `keyPrefix` (use `prefix`).
+ * ioredis resends unanswered commands after a reconnect; that is safe: apply() is guarded by the
+ * watermark (a resent batch returns false), remove/dropBoard/load are idempotent.
+ */
+import { createHash, randomBytes } from 'node:crypto';
+import Redis, { type RedisOptions } from 'ioredis';
+import type { RankedEntry, RankEntry, RankIndex, RankUpdate, Watermark } from './types';
+import {
+  RankInputError,
+  checkBoard,
+  checkEntry,
+  checkMember,
+  checkMembers,
+  checkPage,
+  checkPartition,
+  checkStream,
+  checkUpdate,
+  checkWatermark,
+} from './validate';
+
+export interface RedisRankIndexOptions {
+  /** A Redis URL such as redis://127.0.0.1:6379/0, or an ioredis client the caller owns. */
+  redis: string | Redis;
+  /** Prefix of every key, e.g. `ludus:ranks:`; [A-Za-z0-9_.:-], at most 64 characters. */
+  prefix: string;
+  /** Options for the client made from a URL (ignored when a client is passed). */
+  redisOptions?: RedisOptions;
+  /** Entries per script call in load(); default 5000. */
+  loadChunk?: number;
+  /** TTL in seconds of a load()'s staging keys (a crashed load leaves nothing behind); default 3600. */
+  loadTtlSeconds?: number;
+}
+
+const TB_WIDTH = 14;
+const TB_BIAS = 2n ** 53n;
+
+/** The sortable member string: see the file comment. Exported for the contract tests. */
+export function encodeMember(tiebreak: number, member: string): string {
+  return (BigInt(tiebreak) + TB_BIAS).toString(16).padStart(TB_WIDTH, '0') + ':' + member;
+}
+
+export function decodeMember(enc: string): { tiebreak: number; member: string } {
+  if (enc.length <= TB_WIDTH || enc[TB_WIDTH] !== ':') throw new Error(`malformed rank member: ${JSON.stringify(enc)}`);
+  const tb = Number(BigInt('0x' + enc.slice(0, TB_WIDTH)) - TB_BIAS);
+  return { tiebreak: tb === 0 ? 0 : tb, member: enc.slice(TB_WIDTH + 1) };
+}
+
+/** The stored score is the negated score; read back exactly and fold -0 into 0. */
+function storedScore(score: number): string {
+  return String(-score);
+}
+function readScore(stored: string | number): number {
+  const v = -Number(stored);
+  if (!Number.isFinite(v)) throw new Error(`malformed rank score: ${String(stored)}`);
+  return v === 0 ? 0 : v;
+}
+
+class LuaScript {
+  private readonly sha: string;
+  constructor(private readonly lua: string) {
+    this.sha = createHash('sha1').update(lua).digest('hex');
+  }
+
+  async run(redis: Redis, keys: string[], args: Array<string | number>): Promise<unknown> {
+    try {
+      return await redis.evalsha(this.sha, keys.length, ...keys, ...args);
+    } catch (err) {
+      // NOSCRIPT: the script did not run; EVAL runs it and caches it for the next EVALSHA.
+      if (!(err instanceof Error) || !err.message.startsWith('NOSCRIPT')) throw err;
+      return redis.eval(this.lua, keys.length, ...keys, ...args);
+    }
+  }
+}
+
+/**
+ * KEYS[1] = watermark key; KEYS[2k], KEYS[2k+1] = zset and hash of one board.
+ * ARGV[1] = next offset; then per update: index of the board's zset in KEYS, member id,
+ * stored score, encoded member.
+ */
+const APPLY = new LuaScript(`
+local cur = redis.call('GET', KEYS[1])
+if cur and tonumber(cur) >= tonumber(ARGV[1]) then return 0 end
+for i = 2, #ARGV, 4 do
+  local k = tonumber(ARGV[i])
+  local z, h = KEYS[k], KEYS[k + 1]
+  local member, score, enc = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+  local old = redis.call('HGET', h, member)
+  if old and old ~= enc then redis.call('ZREM', z, old) end
+  redis.call('ZADD', z, score, enc)
+  if old ~= enc then redis.call('HSET', h, member, enc) end
+end
+redis.call('SET', KEYS[1], ARGV[1])
+return 1
+`);
+
+/** KEYS = zset, hash (staging keys of a load); ARGV[1] = TTL; then member, stored score, encoded. */
+const STAGE = new LuaScript(`
+for i = 2, #ARGV, 3 do
+  local member, score, enc = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+  local old = redis.call('HGET', KEYS[2], member)
+  if old and old ~= enc then redis.call('ZREM', KEYS[1], old) end
+  redis.call('ZADD', KEYS[1], score, enc)
+  if old ~= enc then redis.call('HSET', KEYS[2], member, enc) end
+end
+redis.call('EXPIRE', KEYS[1], ARGV[1])
+redis.call('EXPIRE', KEYS[2], ARGV[1])
+return 1
+`);
+
+/** KEYS = zset, hash, staging zset, staging hash: replaces the board with the staged content. */
+const SWAP = new LuaScript(`
+if redis.call('EXISTS', KEYS[3]) == 1 then
+  redis.call('RENAME', KEYS[3], KEYS[1])
+  redis.call('RENAME', KEYS[4], KEYS[2])
+  redis.call('PERSIST', KEYS[1])
+  redis.call('PERSIST', KEYS[2])
+else
+  redis.call('DEL', KEYS[1], KEYS[2], KEYS[4])
+end
+return 1
+`);
+
+/** KEYS = zset, hash; ARGV = member ids. */
+const REMOVE = new LuaScript(`
+for i = 1, #ARGV do
+  local enc = redis.call('HGET', KEYS[2], ARGV[i])
+  if enc then
+    redis.call('ZREM', KEYS[1], enc)
+    redis.call('HDEL', KEYS[2], ARGV[i])
+  end
+end
+return 1
+`);
+
+/** KEYS = zset, hash; ARGV[1] = member id. Returns {encoded, rank, stored score} or nil. */
+const GET = new LuaScript(`
+local enc = redis.call('HGET', KEYS[2], ARGV[1])
+if not enc then return false end
+local rank = redis.call('ZRANK', KEYS[1], enc)
+local score = redis.call('ZSCORE', KEYS[1], enc)
+if not rank or not score then return redis.error_reply('rank index out of sync for a member') end
+return {enc, rank, score}
+`);
+
+/** KEYS = zset; ARGV = start, stop. Flat {encoded, stored score, ...} whatever the client's RESP. */
+const RANGE = new LuaScript(`
+return redis.call('ZRANGE', KEYS[1], ARGV[1], ARGV[2], 'WITHSCORES')
+`);
+
+export class RedisRankIndex implements RankIndex {
+  readonly kind = 'redis' as const;
+  private readonly redis: Redis;
+  private readonly owned: boolean;
+  private readonly prefix: string;
+  private readonly loadChunk: number;
+  private readonly loadTtl: number;
+
+  constructor(opts: RedisRankIndexOptions) {
+    if (typeof opts.prefix !== 'string' || !/^[A-Za-z0-9_.:-]{0,64}$/.test(opts.prefix)) {
+      throw new Error(`RedisRankIndex: prefix must match [A-Za-z0-9_.:-]{0,64}, got ${JSON.stringify(opts.prefix)}`);
+    }
+    this.prefix = opts.prefix;
+    this.loadChunk = opts.loadChunk ?? 5000;
+    this.loadTtl = opts.loadTtlSeconds ?? 3600;
+    if (!Number.isSafeInteger(this.loadChunk) || this.loadChunk < 1) throw new Error('RedisRankIndex: loadChunk must be a positive integer');
+    if (!Number.isSafeInteger(this.loadTtl) || this.loadTtl < 1) throw new Error('RedisRankIndex: loadTtlSeconds must be a positive integer');
+    if (typeof opts.redis === 'string') {
+      this.redis = new Redis(opts.redis, opts.redisOptions ?? {});
+      this.owned = true;
+    } else {
+      if (opts.redis.options.keyPrefix) throw new Error("RedisRankIndex: the client must not set ioredis' keyPrefix; use the prefix option");
+      this.redis = opts.redis;
+      this.owned = false;
+    }
+  }
+
+  private zKey(board: string): string {
+    return `${this.prefix}{${board}}:z`;
+  }
+  private hKey(board: string): string {
+    return `${this.prefix}{${board}}:h`;
+  }
+  private wmKey(stream: string, partition: number): string {
+    return `${this.prefix}wm:${partition}:${stream}`;
+  }
+
+  async apply(updates: RankUpdate[], wm: Watermark): Promise<boolean> {
+    if (!Array.isArray(updates)) throw new RankInputError('updates must be an array');
+    const ups = updates.map(checkUpdate);
+    const w = checkWatermark(wm);
+    const keys = [this.wmKey(w.stream, w.partition)];
+    const boardIndex = new Map<string, number>();
+    const args: string[] = [String(w.nextOffset)];
+    for (const u of ups) {
+      let k = boardIndex.get(u.board);
+      if (k === undefined) {
+        k = keys.length + 1; // Lua's KEYS is 1-based
+        boardIndex.set(u.board, k);
+        keys.push(this.zKey(u.board), this.hKey(u.board));
+      }
+      args.push(String(k), u.member, storedScore(u.score), encodeMember(u.tiebreak, u.member));
+    }
+    const r = await APPLY.run(this.redis, keys, args);
+    return Number(r) === 1;
+  }
+
+  async watermark(stream: string, partition: number): Promise<number | null> {
+    const v = await this.redis.get(this.wmKey(checkStream(stream), checkPartition(partition)));
+    return v === null ? null : Number(v);
+  }
+
+  async get(board: string, member: string): Promise<RankedEntry | null> {
+    const b = checkBoard(board);
+    const m = checkMember(member);
+    const r = (await GET.run(this.redis, [this.zKey(b), this.hKey(b)], [m])) as [string, number, string] | null;
+    if (!r) return null;
+    const { tiebreak } = decodeMember(r[0]);
+    return { member: m, score: readScore(r[2]), tiebreak, position: Number(r[1]) };
+  }
+
+  async range(board: string, offset: number, limit: number): Promise<RankedEntry[]> {
+    const b = checkBoard(board);
+    const [off, lim] = checkPage(offset, limit);
+    if (lim === 0) return [];
+    const flat = (await RANGE.run(this.redis, [this.zKey(b)], [String(off), String(off + lim - 1)])) as string[];
+    const out: RankedEntry[] = [];
+    for (let i = 0; i < flat.length; i += 2) {
+      const { tiebreak, member } = decodeMember(flat[i]);
+      out.push({ member, score: readScore(flat[i + 1]), tiebreak, position: off + i / 2 });
+    }
+    return out;
+  }
+
+  async count(board: string): Promise<number> {
+    return this.redis.zcard(this.zKey(checkBoard(board)));
+  }
+
+  async remove(board: string, members: string[]): Promise<void> {
+    const b = checkBoard(board);
+    const ms = checkMembers(members);
+    for (let i = 0; i < ms.length; i += this.loadChunk) {
+      await REMOVE.run(this.redis, [this.zKey(b), this.hKey(b)], ms.slice(i, i + this.loadChunk));
+    }
+  }
+
+  async dropBoard(board: string): Promise<void> {
+    const b = checkBoard(board);
+    await this.redis.del(this.zKey(b), this.hKey(b));
+  }
+
+  /**
+   * Replaces the board: stages the entries in chunks under staging keys (same slot, with a TTL
+   * so a crashed load cleans itself up), then swaps them in with one script (RENAME), so readers
+   * see the old board until the new one is complete. Updates applied to the board while a load
+   * runs are lost at the swap: the caller loads a board before consuming its partitions.
+   * Later entries for the same member win, as in apply().
+   */
+  async load(board: string, entries: RankEntry[]): Promise<void> {
+    const b = checkBoard(board);
+    if (!Array.isArray(entries)) throw new RankInputError('entries must be an array');
+    const es = entries.map(checkEntry);
+    const stage = `${this.prefix}{${b}}:load:${randomBytes(6).toString('hex')}`;
+    const sz = `${stage}:z`;
+    const sh = `${stage}:h`;
+    try {
+      for (let i = 0; i < es.length; i += this.loadChunk) {
+        const args: string[] = [String(this.loadTtl)];
+        for (const e of es.slice(i, i + this.loadChunk)) args.push(e.member, storedScore(e.score), encodeMember(e.tiebreak, e.member));
+        await STAGE.run(this.redis, [sz, sh], args);
+      }
+      await SWAP.run(this.redis, [this.zKey(b), this.hKey(b), sz, sh], []);
+    } catch (err) {
+      await this.redis.del(sz, sh).catch(() => undefined);
+      throw err;
+    }
+  }
+
+  async ping(): Promise<void> {
+    await this.redis.ping();
+  }
+
+  /** Closes the client when the index made it from a URL; a passed client stays open. */
+  async close(): Promise<void> {
+    if (!this.owned) return;
+    if (this.redis.status === 'end') return;
+    try {
+      await this.redis.quit();
+    } catch {
+      this.redis.disconnect();
+    }
+  }
+}

@@ -1,0 +1,33 @@
+import { decide, type RateDecision, type RateLimiter, type RateWindow } from './types';
+
+/** In-process fixed-window counters (the embedded shape: one process holds every limit). */
+export class MemoryRateLimiter implements RateLimiter {
+  readonly kind = 'memory' as const;
+  private readonly counters = new Map<string, { count: number; expires: number }>();
+  private sweeps = 0;
+
+  async hit(key: string, windows: RateWindow[], now: number): Promise<RateDecision> {
+    if (++this.sweeps % 10000 === 0) this.sweep(now);
+    const keys = windows.map((w) => `${key}|${w.windowMs}|${Math.floor(now / w.windowMs)}`);
+    const counts = keys.map((k) => {
+      const c = this.counters.get(k);
+      return c && c.expires > now ? c.count : 0;
+    });
+    const d = decide(windows, counts, now);
+    if (d.allowed) {
+      keys.forEach((k, i) => {
+        const w = windows[i]!;
+        this.counters.set(k, { count: counts[i]! + 1, expires: (Math.floor(now / w.windowMs) + 1) * w.windowMs });
+      });
+    }
+    return d;
+  }
+
+  private sweep(now: number): void {
+    for (const [k, c] of this.counters) if (c.expires <= now) this.counters.delete(k);
+  }
+
+  async close(): Promise<void> {
+    this.counters.clear();
+  }
+}

@@ -1,0 +1,35 @@
+-- The embedded shape's event log (adapters/eventlog/local.ts): a partitioned, durable log in SQL.
+-- Offsets are assigned per partition, contiguously, under the partition row's lock
+-- (UPDATE event_log_partitions ... RETURNING next_offset), in the append's own transaction.
+CREATE TABLE event_log_topics (
+  topic      text        PRIMARY KEY,
+  partitions integer     NOT NULL CHECK (partitions > 0),
+  created_at timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE TABLE event_log_partitions (
+  topic       text    NOT NULL REFERENCES event_log_topics (topic),
+  partition   integer NOT NULL,
+  -- The offset the next appended record gets (the end offset, for lag).
+  next_offset bigint  NOT NULL DEFAULT 0,
+  PRIMARY KEY (topic, partition)
+);
+
+-- One row per record. value is the Avro binary (avsc, no registry framing) written with the
+-- topic's schema number schema_version (1-based position in the Topic's schema list).
+-- RETENTION: nothing deletes from this table yet, so it grows with every event. A retention job
+-- would delete, per (topic, partition), rows with "offset" below min(every group's stored
+-- next_offset in consumer_offsets) and older than the retention period; the primary key below
+-- serves that range delete. Consumers that resume below the oldest kept offset would then start
+-- at the oldest kept record (like Kafka's offset reset).
+CREATE TABLE event_log_records (
+  topic          text        NOT NULL,
+  partition      integer     NOT NULL,
+  "offset"       bigint      NOT NULL,
+  key            text        NOT NULL,
+  schema_version integer     NOT NULL,
+  value          bytea       NOT NULL,
+  appended_at    timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY (topic, partition, "offset"),
+  FOREIGN KEY (topic, partition) REFERENCES event_log_partitions (topic, partition)
+);

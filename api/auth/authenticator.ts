@@ -1,0 +1,232 @@
+/**
+ * Credential verification for the three gateways (docs/authentication.md):
+ * root key, API keys and admin JWTs on the admin gateway; tenant and end-user JWTs (HS256 with the
+ * tenant's secret, or RS256/ES256 from the tenant's identity provider) and signed requests on the
+ * ingestion and query gateways. Every secret comparison is constant-time.
+ */
+import { createHmac, timingSafeEqual } from 'node:crypto';
+import { createRemoteJWKSet, decodeJwt, decodeProtectedHeader, jwtVerify, type JWTPayload } from 'jose';
+import type { Clock } from '../../core/clock';
+import { safeEqual } from '../../core/tenancy/secrets';
+import type { ApiKey, Tenant, TenantSecrets, TenantStore } from '../../core/tenancy/store';
+import { ApiError, errors } from '../http/errors';
+
+export type Principal =
+  | { kind: 'root' }
+  | { kind: 'api_key'; key: ApiKey; via: 'api_key' | 'admin_jwt' }
+  | { kind: 'tenant'; tenantId: string; via: 'jwt' | 'signature' }
+  | { kind: 'user'; tenantId: string; userId: string; via: 'jwt' | 'idp' };
+
+/** Errors of the signed-request variant: `{error, code}` with AUTH_00x codes (SPEC.md). */
+export class SignedRequestError extends ApiError {
+  constructor(status: number, code: string, message: string) {
+    super(status, code, message);
+  }
+  override toBody(): never {
+    return { error: this.message, code: this.code } as never;
+  }
+}
+
+export const signedErrors = {
+  missing: (what: string) => new SignedRequestError(401, 'AUTH_002', `Missing header ${what}`),
+  badSignature: () => new SignedRequestError(401, 'AUTH_001', 'Invalid signature'),
+  expired: () => new SignedRequestError(401, 'AUTH_004', 'Timestamp outside the permitted window'),
+  unknownTenant: () => new SignedRequestError(401, 'AUTH_005', 'Tenant not found'),
+  suspended: () => new SignedRequestError(403, 'FORBIDDEN', 'Tenant is suspended'),
+  rateLimited: () => new SignedRequestError(429, 'RATE_001', 'Rate limit exceeded'),
+  invalid: (code: 'VAL_001' | 'VAL_002', message: string) => new SignedRequestError(422, code, message),
+};
+
+const JWT_SHAPE = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/;
+const MAX_TOKEN = 8192;
+
+export interface AuthenticatorOptions {
+  tenants: TenantStore;
+  clock: Clock;
+  /** Keyed hash of the root key, or null when operator routes are disabled. */
+  rootKey: string | null;
+  signatureSkewSeconds: number;
+  tenantCacheMs: number;
+}
+
+export class Authenticator {
+  private readonly cache = new Map<string, { at: number; value: TenantSecrets | null }>();
+  private readonly jwks = new Map<string, ReturnType<typeof createRemoteJWKSet>>();
+
+  constructor(private readonly opts: AuthenticatorOptions) {}
+
+  /** Forget cached credentials of a tenant (after an update in this process). */
+  invalidate(tenantId?: string): void {
+    if (tenantId === undefined) this.cache.clear();
+    else this.cache.delete(tenantId);
+  }
+
+  /** A tenant with its secrets, cached for tenantCacheMs. */
+  async tenant(id: string): Promise<TenantSecrets | null> {
+    const now = this.opts.clock.now();
+    const hit = this.cache.get(id);
+    if (hit && now - hit.at < this.opts.tenantCacheMs) return hit.value;
+    const value = await this.opts.tenants.getTenantSecrets(id);
+    if (this.cache.size > 10000) this.cache.clear();
+    this.cache.set(id, { at: now, value });
+    return value;
+  }
+
+  // ---- admin gateway -------------------------------------------------------------------
+
+  /** Root key, API key (`X-API-Key` or `Authorization: Bearer`) or admin JWT. */
+  async admin(headers: { apiKey?: string; authorization?: string }): Promise<Principal> {
+    const presented = headers.apiKey || bearer(headers.authorization);
+    if (!presented) throw errors.unauthorized('Missing credential: send X-API-Key or Authorization: Bearer');
+    if (presented.length > MAX_TOKEN) throw errors.unauthorized('Credential too long');
+    if (this.opts.rootKey !== null && safeEqual(presented, this.opts.rootKey)) return { kind: 'root' };
+    if (presented.startsWith('ldk_')) {
+      const key = await this.opts.tenants.verifyApiKey(presented);
+      if (!key) throw errors.unauthorized('Invalid or revoked API key');
+      return { kind: 'api_key', key, via: 'api_key' };
+    }
+    if (JWT_SHAPE.test(presented)) return this.adminJwt(presented);
+    throw errors.unauthorized('Invalid credential');
+  }
+
+  private async adminJwt(token: string): Promise<Principal> {
+    const claims = unverifiedClaims(token);
+    if (claims.sub_type !== 'admin' || typeof claims.sub_id !== 'string') {
+      throw errors.unauthorized('Admin JWT must carry sub_type "admin" and sub_id, the API key id');
+    }
+    const found = await this.opts.tenants.getApiKeyForJwt(claims.sub_id);
+    if (!found) throw errors.unauthorized('Invalid or revoked API key');
+    await verifyHs256(token, found.plaintext, this.opts.clock);
+    return { kind: 'api_key', key: found.key, via: 'admin_jwt' };
+  }
+
+  // ---- ingestion and query gateways ----------------------------------------------------
+
+  /** A tenant or end-user JWT from `Authorization: Bearer`. */
+  async token(authorization: string | undefined): Promise<{ principal: Principal; tenant: Tenant }> {
+    const token = bearer(authorization);
+    if (!token) throw errors.unauthorized('Missing credential: send Authorization: Bearer <JWT>');
+    if (token.length > MAX_TOKEN || !JWT_SHAPE.test(token)) throw errors.unauthorized('Malformed token');
+    let alg: string | undefined;
+    try {
+      alg = decodeProtectedHeader(token).alg;
+    } catch {
+      throw errors.unauthorized('Malformed token');
+    }
+    if (alg === 'RS256' || alg === 'ES256') return this.idpToken(token);
+    if (alg !== 'HS256') throw errors.unauthorized(`Unsupported token algorithm ${String(alg)}`);
+
+    const claims = unverifiedClaims(token);
+    let tenantId: unknown;
+    if (claims.sub_type === 'tenant') tenantId = claims.sub_id;
+    else if (claims.sub_type === 'user') tenantId = claims.tenant_id;
+    else throw errors.unauthorized('Token must carry sub_type "tenant" or "user"');
+    if (typeof tenantId !== 'string' || tenantId === '') throw errors.unauthorized('Token names no tenant');
+    const t = await this.tenant(tenantId);
+    if (!t) throw errors.unauthorized('Invalid token');
+    await verifyHs256(token, t.jwtSecret, this.opts.clock);
+    if (t.tenant.status !== 'active') throw errors.forbidden('Tenant is suspended');
+    if (claims.sub_type === 'tenant') return { principal: { kind: 'tenant', tenantId, via: 'jwt' }, tenant: t.tenant };
+    if (typeof claims.sub !== 'string' || claims.sub === '') throw errors.unauthorized('End-user token must carry sub, the user id');
+    return { principal: { kind: 'user', tenantId, userId: claims.sub, via: 'jwt' }, tenant: t.tenant };
+  }
+
+  /** A token from the tenant's identity provider: the issuer and organisation claim name the tenant. */
+  private async idpToken(token: string): Promise<{ principal: Principal; tenant: Tenant }> {
+    const claims = unverifiedClaims(token);
+    if (typeof claims.iss !== 'string') throw errors.unauthorized('Token names no issuer');
+    const candidates = (await this.opts.tenants.listTenants()).filter((t) => t.idp && t.idp.issuer === claims.iss);
+    const tenant = candidates.find((t) => claims[t.idp!.org_claim] === t.idp!.org_value);
+    if (!tenant || !tenant.idp) throw errors.unauthorized('No tenant for this identity provider and organisation');
+    let jwks = this.jwks.get(tenant.idp.jwks_url);
+    if (!jwks) {
+      jwks = createRemoteJWKSet(new URL(tenant.idp.jwks_url), { timeoutDuration: 3000, cooldownDuration: 30000 });
+      this.jwks.set(tenant.idp.jwks_url, jwks);
+    }
+    let payload: JWTPayload;
+    try {
+      ({ payload } = await jwtVerify(token, jwks, {
+        algorithms: ['RS256', 'ES256'],
+        issuer: tenant.idp.issuer,
+        currentDate: new Date(this.opts.clock.now()),
+      }));
+    } catch (err) {
+      throw errors.unauthorized(tokenFailure(err));
+    }
+    if (tenant.status !== 'active') throw errors.forbidden('Tenant is suspended');
+    if (typeof payload.sub !== 'string' || payload.sub === '') throw errors.unauthorized('Token must carry sub, the user id');
+    return { principal: { kind: 'user', tenantId: tenant.id, userId: payload.sub, via: 'idp' }, tenant };
+  }
+
+  /**
+   * A signed request: `X-Signature: hmac-sha256=<hex>` over
+   * `METHOD \n PATH \n TIMESTAMP \n BODY`, keyed with the tenant's hmac_secret.
+   */
+  async signed(req: {
+    method: string;
+    path: string;
+    tenantId?: string;
+    timestamp?: string;
+    signature?: string;
+    raw: Buffer;
+  }): Promise<{ principal: Principal; tenant: Tenant }> {
+    if (!req.tenantId) throw signedErrors.missing('X-Tenant-Id');
+    if (!req.timestamp) throw signedErrors.missing('X-Timestamp');
+    if (!req.signature) throw signedErrors.missing('X-Signature');
+    if (!/^\d{1,12}$/.test(req.timestamp)) throw signedErrors.expired();
+    const skew = Math.abs(this.opts.clock.now() / 1000 - Number(req.timestamp));
+    if (skew > this.opts.signatureSkewSeconds) throw signedErrors.expired();
+    const m = /^hmac-sha256=([0-9a-fA-F]{64})$/.exec(req.signature);
+    const t = await this.tenant(req.tenantId);
+    if (!t) throw signedErrors.unknownTenant();
+    if (!m) throw signedErrors.badSignature();
+    const expected = signRequest(t.hmacSecret, req.method, req.path, req.timestamp, req.raw);
+    if (!timingSafeEqual(Buffer.from(expected, 'hex'), Buffer.from(m[1]!.toLowerCase(), 'hex'))) {
+      throw signedErrors.badSignature();
+    }
+    if (t.tenant.status !== 'active') throw signedErrors.suspended();
+    return { principal: { kind: 'tenant', tenantId: t.tenant.id, via: 'signature' }, tenant: t.tenant };
+  }
+}
+
+/** The hex HMAC-SHA256 of a signed request (also what clients compute; see docs/authentication.md). */
+export function signRequest(secret: string, method: string, path: string, timestamp: string, body: Buffer | string): string {
+  return createHmac('sha256', secret)
+    .update(`${method.toUpperCase()}\n${path}\n${timestamp}\n`)
+    .update(body)
+    .digest('hex');
+}
+
+function bearer(header: string | undefined): string | undefined {
+  if (!header) return undefined;
+  const m = /^Bearer\s+(\S+)\s*$/i.exec(header);
+  return m?.[1];
+}
+
+function unverifiedClaims(token: string): JWTPayload & Record<string, unknown> {
+  try {
+    return decodeJwt(token) as JWTPayload & Record<string, unknown>;
+  } catch {
+    throw errors.unauthorized('Malformed token');
+  }
+}
+
+async function verifyHs256(token: string, secret: string, clock: Clock): Promise<void> {
+  try {
+    await jwtVerify(token, new TextEncoder().encode(secret), {
+      algorithms: ['HS256'],
+      currentDate: new Date(clock.now()),
+    });
+  } catch (err) {
+    throw errors.unauthorized(tokenFailure(err));
+  }
+}
+
+function tokenFailure(err: unknown): string {
+  const code = (err as { code?: string }).code;
+  if (code === 'ERR_JWT_EXPIRED') return 'Token expired';
+  if (code === 'ERR_JWS_SIGNATURE_VERIFICATION_FAILED') return 'Invalid token signature';
+  if (code === 'ERR_JOSE_ALG_NOT_ALLOWED') return 'Token algorithm not allowed';
+  if (code === 'ERR_JWT_CLAIM_VALIDATION_FAILED') return `Token claim check failed: ${(err as Error).message}`;
+  return 'Invalid token';
+}

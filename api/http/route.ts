@@ -1,0 +1,212 @@
+/**
+ * Routes as data. Every feature declares its routes as RouteSpecs; one function mounts them with
+ * the same explicit chain (read body, authenticate, resolve the tenant, rate limit, validate,
+ * end-user check, handler, presenter). The OpenAPI document and the tenant-isolation test are
+ * built from the same list, so a new route is documented and covered without more code.
+ */
+import type Koa from 'koa';
+import type Router from '@koa/router';
+import type { RateLimiter } from '../../adapters/ratelimit/types';
+import type { Clock } from '../../core/clock';
+import type { Tenant } from '../../core/tenancy/store';
+import type { RateLimitSpec } from '../../runtime/config';
+import type { Logger } from '../../runtime/logger';
+import { signedErrors, type Authenticator, type Principal } from '../auth/authenticator';
+import { readJsonBody } from './body';
+import { errors } from './errors';
+import type { GatewayName, GatewayState } from './gateway';
+import { validateOrThrow } from './validate';
+
+export type Method = 'GET' | 'POST' | 'PUT' | 'DELETE';
+
+/**
+ * Who may call a route.
+ * - public: anyone.
+ * - root: the operator's root key only.
+ * - admin: an API key or admin JWT (or the root key) with `scope`; with `tenant: true` the tenant
+ *   comes from the `tenant_id` path segment or `?tenant_id` and the key must have access to it.
+ * - tenant: a tenant or end-user JWT; with `signed: true` also a signed request. The tenant comes
+ *   from the credential; a `tenant_id` path segment must name the same tenant.
+ */
+export type AuthRule =
+  | { kind: 'public' }
+  | { kind: 'root' }
+  | { kind: 'admin'; scope: string | null; tenant: boolean | 'optional' }
+  | { kind: 'tenant'; signed: boolean };
+
+export interface RouteRequest<B, Q> {
+  body: B;
+  query: Q;
+  params: Record<string, string>;
+  /** Raw request bytes (signatures). */
+  raw: Buffer;
+  principal: Principal | null;
+  /** The tenant the request acts on (null for public and operator routes). */
+  tenant: Tenant | null;
+  log: Logger;
+  requestId: string;
+  ctx: Koa.ParameterizedContext<GatewayState>;
+}
+
+export interface RouteSpec<B = any, Q = any> {
+  gateway: GatewayName;
+  method: Method;
+  /** Koa path, e.g. `/v1/tenants/:tenant_id/webhooks/:webhook_id`. */
+  path: string;
+  summary: string;
+  tag: string;
+  auth: AuthRule;
+  /** Schema ids in schemas/http/ for the JSON body and the query string. */
+  body?: string;
+  query?: string;
+  /** Success status; 204 sends no body. Default 200. */
+  status?: number;
+  /** Bytes; default 1 MB. */
+  bodyLimit?: number;
+  /** Error code for an invalid query string (INVALID_INPUT on leaderboard queries). */
+  queryErrorCode?: 'VALIDATION_ERROR' | 'INVALID_INPUT';
+  /** The route's handler returns the response body. */
+  handler(req: RouteRequest<B, Q>): Promise<unknown>;
+}
+
+export interface MountDeps {
+  auth: Authenticator;
+  rateLimiter: RateLimiter;
+  rateLimit: RateLimitSpec;
+  clock: Clock;
+}
+
+/** Mounts the routes of one gateway on its router. */
+export function mountRoutes(router: Router<GatewayState>, gateway: GatewayName, routes: RouteSpec[], deps: MountDeps): void {
+  for (const spec of routes.filter((r) => r.gateway === gateway)) {
+    router.register(spec.path, [spec.method], async (ctx: Koa.ParameterizedContext<GatewayState>) => {
+      const params = (ctx as unknown as { params: Record<string, string> }).params ?? {};
+      const { raw, json } =
+        spec.method === 'GET' || spec.method === 'DELETE'
+          ? { raw: Buffer.alloc(0), json: undefined }
+          : await readJsonBody(ctx, spec.bodyLimit);
+
+      let auth: { principal: Principal | null; tenant: Tenant | null };
+      try {
+        auth = await authenticate(ctx, spec, params, raw, deps);
+      } catch (err) {
+        // Failed credentials count against the caller's address, which also slows key guessing.
+        if (spec.auth.kind !== 'public') await limit(ctx, spec, `${gateway}:anon:${ctx.ip}`, deps, null);
+        throw err;
+      }
+      const { principal, tenant } = auth;
+      if (tenant) await limit(ctx, spec, `${gateway}:${tenant.id}`, deps, principal);
+
+      const rawQuery: Record<string, unknown> = { ...ctx.query };
+      if (spec.auth.kind === 'admin' && spec.auth.tenant !== false) delete rawQuery.tenant_id;
+      if (principal?.kind === 'user') enforceOwnUser(principal.userId, params, rawQuery, json);
+      const query = spec.query ? validateOrThrow(spec.query, rawQuery, 'query', spec.queryErrorCode) : rawQuery;
+      let body: unknown = json;
+      if (spec.body) {
+        if (body === undefined) throw errors.validation('Request body is required');
+        body = validateOrThrow(spec.body, body, 'body');
+      }
+
+      const out = await spec.handler({
+        body,
+        query,
+        params,
+        raw,
+        principal,
+        tenant,
+        log: ctx.state.log,
+        requestId: ctx.state.requestId,
+        ctx,
+      });
+      ctx.status = spec.status ?? 200;
+      if (ctx.status !== 204) ctx.body = out === undefined ? {} : out;
+    });
+  }
+}
+
+async function authenticate(
+  ctx: Koa.Context,
+  spec: RouteSpec,
+  params: Record<string, string>,
+  raw: Buffer,
+  deps: MountDeps,
+): Promise<{ principal: Principal | null; tenant: Tenant | null }> {
+  const rule = spec.auth;
+  switch (rule.kind) {
+    case 'public':
+      return { principal: null, tenant: null };
+    case 'root': {
+      const p = await deps.auth.admin({ apiKey: ctx.get('x-api-key'), authorization: ctx.get('authorization') });
+      if (p.kind !== 'root') throw errors.forbidden('This operator route needs the root key');
+      return { principal: p, tenant: null };
+    }
+    case 'admin': {
+      const p = await deps.auth.admin({ apiKey: ctx.get('x-api-key'), authorization: ctx.get('authorization') });
+      if (p.kind === 'api_key' && rule.scope !== null && !hasScope(p.key.scopes, rule.scope)) {
+        throw errors.forbidden(`API key lacks the scope ${rule.scope}`);
+      }
+      if (rule.tenant === false) return { principal: p, tenant: null };
+      const tenantId = params.tenant_id ?? firstString(ctx.query.tenant_id);
+      if (!tenantId && rule.tenant === 'optional') return { principal: p, tenant: null };
+      if (!tenantId) throw errors.validation('tenant_id is required (path segment or ?tenant_id=)');
+      if (p.kind === 'api_key' && !p.key.tenant_ids.includes('*') && !p.key.tenant_ids.includes(tenantId)) {
+        throw errors.forbidden(`API key has no access to tenant ${tenantId}`);
+      }
+      const t = await deps.auth.tenant(tenantId);
+      if (!t) throw errors.notFound(`Tenant ${tenantId} not found`);
+      if (t.tenant.status !== 'active') throw errors.forbidden('Tenant is suspended');
+      return { principal: p, tenant: t.tenant };
+    }
+    case 'tenant': {
+      const signed = rule.signed && (ctx.get('x-signature') || ctx.get('x-tenant-id'));
+      const out = signed
+        ? await deps.auth.signed({
+            method: ctx.method,
+            path: ctx.path,
+            tenantId: ctx.get('x-tenant-id') || undefined,
+            timestamp: ctx.get('x-timestamp') || undefined,
+            signature: ctx.get('x-signature') || undefined,
+            raw,
+          })
+        : await deps.auth.token(ctx.get('authorization') || undefined);
+      if (params.tenant_id !== undefined && params.tenant_id !== out.tenant.id) {
+        throw errors.forbidden('The credential belongs to another tenant');
+      }
+      return out;
+    }
+  }
+}
+
+/** Scopes: `*`, `<feature>:*`, or `<feature>:read|write`; write implies read. */
+export function hasScope(granted: string[], needed: string): boolean {
+  const [feature] = needed.split(':');
+  return granted.some(
+    (g) => g === '*' || g === needed || g === `${feature}:*` || (needed.endsWith(':read') && g === `${feature}:write`),
+  );
+}
+
+async function limit(ctx: Koa.Context, spec: RouteSpec, key: string, deps: MountDeps, principal: Principal | null) {
+  if (deps.rateLimit.length === 0) return;
+  const d = await deps.rateLimiter.hit(key, deps.rateLimit, deps.clock.now());
+  ctx.set('X-RateLimit-Limit', String(d.limit));
+  ctx.set('X-RateLimit-Remaining', String(d.remaining));
+  ctx.set('X-RateLimit-Reset', String(Math.ceil(d.resetAt / 1000)));
+  if (!d.allowed) {
+    ctx.set('Retry-After', String(Math.max(1, Math.ceil((d.resetAt - deps.clock.now()) / 1000))));
+    throw principal?.kind === 'tenant' && principal.via === 'signature' && spec.auth.kind === 'tenant'
+      ? signedErrors.rateLimited()
+      : errors.rateLimited(`Rate limit of ${d.limit} requests exceeded; retry after the reset`);
+  }
+}
+
+/** An end-user token reaches only its own user: every user_id in the request must be its own. */
+function enforceOwnUser(userId: string, params: Record<string, string>, query: Record<string, unknown>, body: unknown) {
+  const named = [params.user_id, query.user_id, (body as { user_id?: unknown } | undefined)?.user_id];
+  for (const u of named) {
+    if (u !== undefined && u !== userId) throw errors.forbidden('An end-user token may only reach its own user');
+  }
+}
+
+function firstString(v: string | string[] | undefined): string | undefined {
+  return Array.isArray(v) ? v[0] : v;
+}

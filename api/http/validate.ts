@@ -1,0 +1,83 @@
+/**
+ * Validation of every body and query against the JSON Schemas in schemas/http/ (ajv), with
+ * messages that name the field. The same schemas build the OpenAPI document (api/openapi.ts).
+ */
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import Ajv, { type ErrorObject, type ValidateFunction } from 'ajv';
+import addFormats from 'ajv-formats';
+import { errors } from './errors';
+
+export const SCHEMA_DIR = join(__dirname, '..', '..', 'schemas', 'http');
+
+export interface SchemaSet {
+  /** Every schema by $id, for the OpenAPI document. */
+  all: Map<string, object>;
+  get(id: string): ValidateFunction;
+}
+
+let shared: SchemaSet | null = null;
+
+/** Loads schemas/http/*.json once per process. */
+export function schemas(): SchemaSet {
+  if (shared) return shared;
+  const ajv = new Ajv({ allErrors: false, strict: true, coerceTypes: false, useDefaults: true });
+  addFormats(ajv);
+  const all = new Map<string, object>();
+  for (const f of readdirSync(SCHEMA_DIR).filter((x) => x.endsWith('.json')).sort()) {
+    const schema = JSON.parse(readFileSync(join(SCHEMA_DIR, f), 'utf8')) as { $id?: string };
+    if (!schema.$id) throw new Error(`schema ${f} has no $id`);
+    ajv.addSchema(schema);
+    all.set(schema.$id, schema);
+  }
+  const cache = new Map<string, ValidateFunction>();
+  shared = {
+    all,
+    get(id) {
+      let fn = cache.get(id);
+      if (!fn) {
+        fn = ajv.getSchema(id);
+        if (!fn) throw new Error(`unknown schema ${id}`);
+        cache.set(id, fn);
+      }
+      return fn;
+    },
+  };
+  return shared;
+}
+
+/** Validates `data` (defaults applied in place); throws VALIDATION_ERROR naming the field. */
+export function validateOrThrow<T>(schemaId: string, data: unknown, where: 'body' | 'query', code: 'VALIDATION_ERROR' | 'INVALID_INPUT' = 'VALIDATION_ERROR'): T {
+  const fn = schemas().get(schemaId);
+  if (!fn(data)) {
+    const message = describeError(fn.errors?.[0], where);
+    throw code === 'INVALID_INPUT' ? errors.invalidInput(message) : errors.validation(message);
+  }
+  return data as T;
+}
+
+/** One readable sentence for the first error, e.g. `body.name: must NOT have fewer than 1 characters`. */
+export function describeError(e: ErrorObject | undefined, where: string): string {
+  if (!e) return `${where}: invalid`;
+  const path = e.instancePath
+    .split('/')
+    .slice(1)
+    .map((p) => p.replace(/~1/g, '/').replace(/~0/g, '~'))
+    .reduce((acc, p) => (/^\d+$/.test(p) ? `${acc}[${p}]` : `${acc}.${p}`), where);
+  switch (e.keyword) {
+    case 'required':
+      return `${path}.${(e.params as { missingProperty: string }).missingProperty} is required`;
+    case 'additionalProperties':
+      return `${path}.${(e.params as { additionalProperty: string }).additionalProperty} is not allowed`;
+    case 'enum':
+      return `${path} must be one of ${(e.params as { allowedValues: unknown[] }).allowedValues.map((v) => JSON.stringify(v)).join(', ')}`;
+    case 'type':
+      return `${path} must be ${withArticle((e.params as { type: string }).type)}`;
+    default:
+      return `${path} ${e.message ?? 'is invalid'}`;
+  }
+}
+
+function withArticle(type: string): string {
+  return /^[aeiou]/.test(type) ? `an ${type}` : `a ${type}`;
+}

@@ -1,0 +1,135 @@
+/**
+ * Operator routes on the admin gateway (root key only): tenants and API keys.
+ * SPEC.md does not show them; docs/authentication.md describes them.
+ */
+import { TenancyError, type Tenant, type TenantSecrets, type TenantStatus } from '../../core/tenancy/store';
+import type { Services } from '../../runtime/services';
+import { errors } from '../http/errors';
+import type { RouteSpec } from '../http/route';
+
+const root = { kind: 'root' } as const;
+
+function presentCreated(s: TenantSecrets) {
+  return { ...presentTenant(s.tenant), jwt_secret: s.jwtSecret, hmac_secret: s.hmacSecret };
+}
+
+export function presentTenant(t: Tenant) {
+  return { id: t.id, name: t.name, status: t.status, idp: t.idp, created_at: t.created_at, updated_at: t.updated_at };
+}
+
+export function operatorRoutes(svc: Services): RouteSpec[] {
+  const mustFind = <T>(v: T | null, what: string): T => {
+    if (v === null) throw errors.notFound(`${what} not found`);
+    return v;
+  };
+  return [
+    {
+      gateway: 'admin',
+      method: 'POST',
+      path: '/v1/tenants',
+      summary: 'Create a tenant; its jwt_secret and hmac_secret are shown once',
+      tag: 'Operator',
+      auth: root,
+      body: 'tenant.create',
+      status: 201,
+      handler: async ({ body }) => {
+        try {
+          return presentCreated(await svc.tenants.createTenant(body as { name: string; id?: string }));
+        } catch (err) {
+          if (err instanceof TenancyError && err.kind === 'conflict') throw errors.conflict(err.message);
+          throw err;
+        }
+      },
+    },
+    {
+      gateway: 'admin',
+      method: 'GET',
+      path: '/v1/tenants',
+      summary: 'List tenants',
+      tag: 'Operator',
+      auth: root,
+      handler: async () => {
+        const tenants = (await svc.tenants.listTenants()).map(presentTenant);
+        return { tenants, total: tenants.length };
+      },
+    },
+    {
+      gateway: 'admin',
+      method: 'GET',
+      path: '/v1/tenants/:tenant_id',
+      summary: 'Get a tenant',
+      tag: 'Operator',
+      auth: root,
+      handler: async ({ params }) => presentTenant(mustFind(await svc.tenants.getTenant(params.tenant_id!), 'Tenant')),
+    },
+    {
+      gateway: 'admin',
+      method: 'PUT',
+      path: '/v1/tenants/:tenant_id',
+      summary: 'Update a tenant: name, status (active or suspended), identity provider',
+      tag: 'Operator',
+      auth: root,
+      body: 'tenant.update',
+      handler: async ({ params, body }) => {
+        const t = mustFind(
+          await svc.tenants.updateTenant(params.tenant_id!, body as { name?: string; status?: TenantStatus; idp?: Tenant['idp'] }),
+          'Tenant',
+        );
+        svc.auth.invalidate(t.id);
+        return presentTenant(t);
+      },
+    },
+    {
+      gateway: 'admin',
+      method: 'POST',
+      path: '/v1/tenants/:tenant_id/rotate-secrets',
+      summary: 'Replace the tenant JWT and HMAC secrets; the old ones stop working at once',
+      tag: 'Operator',
+      auth: root,
+      handler: async ({ params }) => {
+        const s = mustFind(await svc.tenants.rotateSecrets(params.tenant_id!), 'Tenant');
+        svc.auth.invalidate(s.tenant.id);
+        return presentCreated(s);
+      },
+    },
+    {
+      gateway: 'admin',
+      method: 'POST',
+      path: '/v1/api-keys',
+      summary: 'Create an API key; the key is shown once',
+      tag: 'Operator',
+      auth: root,
+      body: 'apikey.create',
+      status: 201,
+      handler: async ({ body }) => {
+        const b = body as { name: string; tenant_ids: string[]; scopes: string[] };
+        for (const t of b.tenant_ids) {
+          if (t !== '*' && !(await svc.tenants.getTenant(t))) throw errors.validation(`body.tenant_ids: tenant ${t} not found`);
+        }
+        const { key, plaintext } = await svc.tenants.createApiKey(b);
+        return { id: key.id, key: plaintext, name: key.name, tenant_ids: key.tenant_ids, scopes: key.scopes, created_at: key.created_at };
+      },
+    },
+    {
+      gateway: 'admin',
+      method: 'GET',
+      path: '/v1/api-keys',
+      summary: 'List API keys (never their values)',
+      tag: 'Operator',
+      auth: root,
+      handler: async () => {
+        const keys = await svc.tenants.listApiKeys();
+        return { api_keys: keys, total: keys.length };
+      },
+    },
+    {
+      gateway: 'admin',
+      method: 'DELETE',
+      path: '/v1/api-keys/:key_id',
+      summary: 'Revoke an API key at once',
+      tag: 'Operator',
+      auth: root,
+      handler: async ({ params }) => mustFind(await svc.tenants.revokeApiKey(params.key_id!), 'API key'),
+    },
+  ];
+}

@@ -1,0 +1,44 @@
+/**
+ * Services built once from configuration and adapters, shared by every role: the tenant store,
+ * the authenticator and the rate limiter.
+ */
+import type { RateLimiter } from '../adapters/ratelimit/types';
+import { Authenticator } from '../api/auth/authenticator';
+import type { Clock } from '../core/clock';
+import { SecretBox } from '../core/tenancy/secrets';
+import { TenantStore } from '../core/tenancy/store';
+import type { Adapters } from './compose';
+import type { Config } from './config';
+
+export interface Services {
+  tenants: TenantStore;
+  auth: Authenticator;
+  rateLimiter: RateLimiter;
+}
+
+export async function openRateLimiter(config: Config): Promise<RateLimiter> {
+  if (config.adapters.rateLimiter === 'redis') {
+    const { RedisRateLimiter } = await import('../adapters/ratelimit/redis');
+    return new RedisRateLimiter({ url: config.redis.url as string, prefix: config.redis.prefix });
+  }
+  const { MemoryRateLimiter } = await import('../adapters/ratelimit/memory');
+  return new MemoryRateLimiter();
+}
+
+export function buildServices(
+  config: Config,
+  adapters: Adapters,
+  clock: Clock,
+  keys: { secretKey: Buffer; rootKey: string | null },
+  rateLimiter: RateLimiter,
+): Services {
+  const tenants = new TenantStore(adapters.sql, new SecretBox(keys.secretKey), clock);
+  const auth = new Authenticator({
+    tenants,
+    clock,
+    rootKey: keys.rootKey,
+    signatureSkewSeconds: config.signatureSkewSeconds,
+    tenantCacheMs: config.tenantCacheMs,
+  });
+  return { tenants, auth, rateLimiter };
+}

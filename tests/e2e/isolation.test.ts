@@ -1,0 +1,100 @@
+/**
+ * Tenant isolation, for every route registered on the admin and query gateways, now and later:
+ * the test enumerates the route list the gateways mount (api/routes.ts), so a new route is
+ * covered without editing it.
+ *
+ * - Every admin route that acts on a tenant, called with an API key of tenant B for tenant A
+ *   (path segment or ?tenant_id), is refused with 403 and changes nothing.
+ * - Every operator route refuses a tenant's API key.
+ * - Every query route with a {tenant_id} path segment refuses B's token for A (403).
+ * - Every query route, called with B's token, never answers with A's data (a canary string).
+ * - Every route that names a user refuses an end-user token of another user (403).
+ */
+import { allRoutes } from '../../api/routes';
+import type { RouteSpec } from '../../api/http/route';
+import { schemas } from '../../api/http/validate';
+import { call, createKey, createTenant, startTestApp, tenantToken, userToken, type TestApp } from '../support/app';
+
+describe('tenant isolation across every admin and query route', () => {
+  let app: TestApp;
+  let routes: RouteSpec[];
+  let a: Awaited<ReturnType<typeof createTenant>>;
+  let b: Awaited<ReturnType<typeof createTenant>>;
+  let keyB: string;
+  const canary = `canary-${Date.now()}`;
+
+  beforeAll(async () => {
+    app = await startTestApp('embedded');
+    routes = allRoutes(app.ctx.services).filter((r) => r.gateway !== 'ingest');
+    a = await createTenant(app, canary);
+    b = await createTenant(app);
+    keyB = (await createKey(app, [b.id], ['*'])).key;
+  });
+  afterAll(() => app.stop());
+
+  const fill = (path: string, tenantId: string) =>
+    path.replace(/:([A-Za-z_]+)/g, (_m, name: string) => (name === 'tenant_id' ? tenantId : name === 'user_id' ? 'alice' : `${canary}-${name}`));
+
+  it('has routes to check', () => {
+    expect(routes.filter((r) => r.gateway === 'admin').length).toBeGreaterThan(3);
+    expect(routes.filter((r) => r.gateway === 'query').length).toBeGreaterThan(0);
+  });
+
+  it("refuses tenant B's API key on every admin route acting on tenant A", async () => {
+    const checked: string[] = [];
+    for (const r of routes.filter((x) => x.gateway === 'admin' && x.auth.kind === 'admin' && x.auth.tenant !== false)) {
+      const path = fill(r.path, a.id);
+      const url = `${app.url.admin}${path}${r.path.includes(':tenant_id') ? '' : `?tenant_id=${encodeURIComponent(a.id)}`}`;
+      const res = await call(r.method, url, { headers: { 'x-api-key': keyB }, body: r.method === 'GET' || r.method === 'DELETE' ? undefined : {} });
+      expect([r.method, r.path, res.status]).toEqual([r.method, r.path, 403]);
+      expect(JSON.stringify(res.body)).not.toContain(canary);
+      checked.push(`${r.method} ${r.path}`);
+    }
+    expect(checked.length).toBeGreaterThan(0);
+  });
+
+  it("refuses a tenant's API key on every operator route", async () => {
+    for (const r of routes.filter((x) => x.auth.kind === 'root')) {
+      const res = await call(r.method, `${app.url.admin}${fill(r.path, a.id)}`, {
+        headers: { 'x-api-key': keyB },
+        body: r.method === 'GET' || r.method === 'DELETE' ? undefined : { name: 'x' },
+      });
+      expect([r.method, r.path, res.status]).toEqual([r.method, r.path, 403]);
+    }
+  });
+
+  it("refuses tenant B's token on every query long form naming tenant A, and never shows A's data", async () => {
+    const tokenB = await tenantToken(b);
+    for (const r of routes.filter((x) => x.gateway === 'query')) {
+      const res = await call(r.method, `${app.url.query}${fill(r.path, a.id)}`, {
+        headers: { authorization: `Bearer ${tokenB}` },
+        body: r.method === 'GET' || r.method === 'DELETE' ? undefined : {},
+      });
+      if (r.path.includes(':tenant_id')) expect([r.method, r.path, res.status]).toEqual([r.method, r.path, 403]);
+      expect([r.method, r.path, JSON.stringify(res.body ?? '')]).toEqual([r.method, r.path, expect.not.stringContaining(canary)]);
+      expect([r.method, r.path, JSON.stringify(res.body ?? '')]).toEqual([r.method, r.path, expect.not.stringContaining(a.id)]);
+    }
+  });
+
+  it('refuses an end-user token of another user on every route that names a user', async () => {
+    const mallory = await userToken(a, 'mallory');
+    const namesUser = (r: RouteSpec): 'path' | 'query' | 'body' | null => {
+      if (r.path.includes(':user_id')) return 'path';
+      const props = (id?: string) => ((id ? schemas().all.get(id) : undefined) as { properties?: object } | undefined)?.properties ?? {};
+      if (r.query && 'user_id' in props(r.query)) return 'query';
+      if (r.body && 'user_id' in props(r.body)) return 'body';
+      return null;
+    };
+    for (const r of routes.filter((x) => x.gateway === 'query' && x.auth.kind === 'tenant')) {
+      const where = namesUser(r);
+      if (!where) continue;
+      const path = fill(r.path, a.id);
+      const url = `${app.url.query}${path}${where === 'query' ? '?user_id=alice' : ''}`;
+      const res = await call(r.method, url, {
+        headers: { authorization: `Bearer ${mallory}` },
+        body: where === 'body' ? { user_id: 'alice' } : r.method === 'GET' || r.method === 'DELETE' ? undefined : {},
+      });
+      expect([r.method, r.path, res.status]).toEqual([r.method, r.path, 403]);
+    }
+  });
+});
