@@ -10,7 +10,7 @@ import { migrate } from '../adapters/sql/migrate';
 import { ALL_SCOPES, FEATURES } from '../api/auth/scopes';
 import { systemClock } from '../core/clock';
 import { SecretBox } from '../core/tenancy/secrets';
-import { TenantStore } from '../core/tenancy/store';
+import { TenancyError, TenantStore } from '../core/tenancy/store';
 import { openApp } from './app';
 import { localSecrets } from './secrets-files';
 import { openSql, StartupError } from './compose';
@@ -21,6 +21,8 @@ import { startRoles } from './roles';
 
 function fail(err: unknown): never {
   if (err instanceof ConfigError || err instanceof StartupError) {
+    process.stderr.write(`ludus: ${err.message}\n`);
+  } else if (err instanceof TenancyError) {
     process.stderr.write(`ludus: ${err.message}\n`);
   } else {
     process.stderr.write(`ludus: unexpected error: ${(err as Error)?.stack ?? String(err)}\n`);

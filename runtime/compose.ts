@@ -32,7 +32,7 @@ export class StartupError extends Error {
 }
 
 /** Runs `open` with a deadline, turning any failure into a StartupError naming `variable`. */
-async function connect<T>(what: string, variable: string, timeoutMs: number, open: () => Promise<T>): Promise<T> {
+export async function connect<T>(what: string, variable: string, timeoutMs: number, open: () => Promise<T>): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   try {
     return await Promise.race([
@@ -57,7 +57,7 @@ export async function openSql(config: Config): Promise<Sql> {
       try {
         await sql.init();
       } catch (err) {
-        await sql.close().catch(() => undefined);
+        await closeQuietly(sql);
         throw err;
       }
       return sql;
@@ -86,7 +86,7 @@ export async function openEventLog(config: Config, sql: Sql, log: Logger): Promi
     await connect(`Kafka at ${brokers.join(',')}`, 'LUDUS_KAFKA_BROKERS', config.connectTimeoutMs, () =>
       eventLog.ping(),
     ).catch(async (err) => {
-      await eventLog.close().catch(() => undefined);
+      await closeQuietly(eventLog);
       throw err;
     });
     await connect(
@@ -95,7 +95,7 @@ export async function openEventLog(config: Config, sql: Sql, log: Logger): Promi
       config.connectTimeoutMs,
       () => eventLog.pingRegistry(),
     ).catch(async (err) => {
-      await eventLog.close().catch(() => undefined);
+      await closeQuietly(eventLog);
       throw err;
     });
     return eventLog;
@@ -111,7 +111,7 @@ export async function openRanks(config: Config): Promise<RankIndex> {
     const ranks = new RedisRankIndex({ redis: url, prefix: `${config.redis.prefix}ranks:` });
     await connect(`Redis at ${redact(url)}`, 'LUDUS_REDIS_URL', config.connectTimeoutMs, () => ranks.ping()).catch(
       async (err) => {
-        await ranks.close().catch(() => undefined);
+        await closeQuietly(ranks);
         throw err;
       },
     );
@@ -135,7 +135,7 @@ export async function openAnalytics(config: Config, sql: Sql): Promise<Analytics
       await analytics.ping();
       await analytics.ensureSchema();
     }).catch(async (err) => {
-      await analytics.close().catch(() => undefined);
+      await closeQuietly(analytics);
       throw err;
     });
     return analytics;
@@ -164,7 +164,7 @@ export async function openAdapters(config: Config, log: Logger): Promise<Adapter
     );
     return { sql, eventLog, ranks, analytics };
   } catch (err) {
-    for (const a of opened.reverse()) await a.close().catch(() => undefined);
+    for (const a of opened.reverse()) await closeQuietly(a);
     throw err;
   }
 }
@@ -180,6 +180,18 @@ export interface Services {
 
 export function defaultServices(): Services {
   return { clock: systemClock };
+}
+
+/** Closes a half-opened adapter after a failed start; a client stuck reconnecting gets 1 s. */
+export async function closeQuietly(c: { close(): Promise<void> }, ms = 1000): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([
+    c.close().catch(() => undefined),
+    new Promise<void>((r) => {
+      timer = setTimeout(r, ms);
+    }),
+  ]);
+  clearTimeout(timer);
 }
 
 /** Hides the password of a URL for messages and logs. */

@@ -7,7 +7,7 @@ import { Authenticator } from '../api/auth/authenticator';
 import type { Clock } from '../core/clock';
 import { SecretBox } from '../core/tenancy/secrets';
 import { TenantStore } from '../core/tenancy/store';
-import type { Adapters } from './compose';
+import { closeQuietly, connect, redact, type Adapters } from './compose';
 import type { Config } from './config';
 
 export interface Services {
@@ -19,7 +19,15 @@ export interface Services {
 export async function openRateLimiter(config: Config): Promise<RateLimiter> {
   if (config.adapters.rateLimiter === 'redis') {
     const { RedisRateLimiter } = await import('../adapters/ratelimit/redis');
-    return new RedisRateLimiter({ url: config.redis.url as string, prefix: config.redis.prefix });
+    const url = config.redis.url as string;
+    const limiter = new RedisRateLimiter({ url, prefix: config.redis.prefix });
+    await connect(`Redis at ${redact(url)}`, 'LUDUS_REDIS_URL', config.connectTimeoutMs, () => limiter.ping()).catch(
+      async (err) => {
+        await closeQuietly(limiter);
+        throw err;
+      },
+    );
+    return limiter;
   }
   const { MemoryRateLimiter } = await import('../adapters/ratelimit/memory');
   return new MemoryRateLimiter();

@@ -105,7 +105,21 @@ describe('chsql: literals', () => {
     expect(ident('events').text).toBe('events');
     expect(ident('_t1').text).toBe('_t1');
     expect(qualified('ludus_test_1', 'events').text).toBe('ludus_test_1.events');
-    for (const bad of ['', '1a', 'a b', 'a;b', 'a-b', 'a.b', '`x`', '"x"', "x'", 'é', 'a\u0000', 'x'.repeat(64), 'events; DROP TABLE x']) {
+    for (const bad of [
+      '',
+      '1a',
+      'a b',
+      'a;b',
+      'a-b',
+      'a.b',
+      '`x`',
+      '"x"',
+      "x'",
+      'é',
+      'a\u0000',
+      'x'.repeat(64),
+      'events; DROP TABLE x',
+    ]) {
       expect(() => ident(bad)).toThrow(/invalid ClickHouse identifier/);
     }
     expect(ident('x'.repeat(63)).text).toHaveLength(63);
@@ -119,7 +133,17 @@ describe('chsql: literals', () => {
     expect(chsql`${chsql`a = ${'x'}`} AND b`.text).toBe("a = 'x' AND b");
     const forged = Object.create(ChSql.prototype, { text: { value: 'DROP TABLE x' } }) as ChSql;
     expect(forged).toBeInstanceOf(ChSql);
-    const bad: unknown[] = [null, undefined, true, { text: 'DROP TABLE x' }, forged, ['a'], [forged], () => 'x', Symbol('s')];
+    const bad: unknown[] = [
+      null,
+      undefined,
+      true,
+      { text: 'DROP TABLE x' },
+      forged,
+      ['a'],
+      [forged],
+      () => 'x',
+      Symbol('s'),
+    ];
     for (const v of bad) expect(() => chsql`SELECT ${v as ChValue}`).toThrow(/chsql/);
     expect(() => new ChSql(Symbol('chsql'), 'DROP TABLE x')).toThrow(/chsql/);
   });
@@ -149,17 +173,59 @@ describe('chsql: round trip through the real ClickHouse', () => {
   });
 
   it('reads random strings over a hostile alphabet back exactly', async () => {
-    const alphabet = ["'", '\\', '"', '\n', '\u0000', 'x', ';', '-', '/', '*', 'é', '\u{1F600}', '\u007f', '`', '{', '}', ' '];
+    const alphabet = [
+      "'",
+      '\\',
+      '"',
+      '\n',
+      '\u0000',
+      'x',
+      ';',
+      '-',
+      '/',
+      '*',
+      'é',
+      '\u{1F600}',
+      '\u007f',
+      '`',
+      '{',
+      '}',
+      ' ',
+    ];
     let seed = 7;
     const rand = () => (seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648;
-    const samples = Array.from({ length: 200 }, () => Array.from({ length: Math.floor(rand() * 12) }, () => alphabet[Math.floor(rand() * alphabet.length)]).join(''));
+    const samples = Array.from({ length: 200 }, () =>
+      Array.from(
+        { length: Math.floor(rand() * 12) },
+        () => alphabet[Math.floor(rand() * alphabet.length)],
+      ).join(''),
+    );
     const row = await selectRow(chsql`SELECT ${samples.map((s, i) => chsql`${s} AS ${ident(`s${i}`)}`)}`);
     samples.forEach((s, i) => expect(row[`s${i}`]).toBe(s));
   });
 
   it('reads numbers back exactly', async () => {
-    const nums = [0, 1, -1, 42, -42, 2 ** 31, -(2 ** 31), Number.MAX_SAFE_INTEGER, -Number.MAX_SAFE_INTEGER, 0.1, -2.5, 1 / 3, 1e21, 1e-7, 1.7976931348623157e308, 2.2250738585072014e-308];
-    const row = await selectRow(chsql`SELECT ${nums.map((n, i) => chsql`${n} AS ${ident(`v${i}`)}`)}, 1-${-1} AS two`);
+    const nums = [
+      0,
+      1,
+      -1,
+      42,
+      -42,
+      2 ** 31,
+      -(2 ** 31),
+      Number.MAX_SAFE_INTEGER,
+      -Number.MAX_SAFE_INTEGER,
+      0.1,
+      -2.5,
+      1 / 3,
+      1e21,
+      1e-7,
+      1.7976931348623157e308,
+      2.2250738585072014e-308,
+    ];
+    const row = await selectRow(
+      chsql`SELECT ${nums.map((n, i) => chsql`${n} AS ${ident(`v${i}`)}`)}, 1-${-1} AS two`,
+    );
     nums.forEach((n, i) => expect(Number(row[`v${i}`])).toBe(n));
     expect(Number(row.two)).toBe(2);
   });

@@ -57,7 +57,8 @@ const UINT64_MAX = 2n ** 64n - 1n;
 
 /** An allow-listed identifier (database, table or column name): [A-Za-z_][A-Za-z0-9_]{0,62}. */
 export function ident(name: string): ChSql {
-  if (typeof name !== 'string' || !IDENT.test(name)) throw new Error(`invalid ClickHouse identifier: ${JSON.stringify(name)}`);
+  if (typeof name !== 'string' || !IDENT.test(name))
+    throw new Error(`invalid ClickHouse identifier: ${JSON.stringify(name)}`);
   return make(name);
 }
 
@@ -69,7 +70,8 @@ export function qualified(database: string, table: string): ChSql {
 /** A quoted ClickHouse string literal whose value is exactly `s`. */
 export function strLiteral(s: string): string {
   if (typeof s !== 'string') throw new Error('strLiteral: not a string');
-  if (LONE_SURROGATE.test(s)) throw new Error('ClickHouse string literal: lone surrogate (not encodable as UTF-8)');
+  if (LONE_SURROGATE.test(s))
+    throw new Error('ClickHouse string literal: lone surrogate (not encodable as UTF-8)');
   return `'${s.replace(SPECIAL, escapeChar)}'`;
 }
 
@@ -82,12 +84,15 @@ function escapeChar(c: string): string {
 /** A numeric literal. */
 export function numLiteral(n: number | bigint): string {
   if (typeof n === 'bigint') {
-    if (n < INT64_MIN || n > UINT64_MAX) throw new Error(`ClickHouse integer literal out of 64-bit range: ${n}`);
+    if (n < INT64_MIN || n > UINT64_MAX)
+      throw new Error(`ClickHouse integer literal out of 64-bit range: ${n}`);
     return n < 0n ? `(${n})` : String(n);
   }
-  if (typeof n !== 'number' || !Number.isFinite(n)) throw new Error(`ClickHouse numeric literal must be finite: ${String(n)}`);
+  if (typeof n !== 'number' || !Number.isFinite(n))
+    throw new Error(`ClickHouse numeric literal must be finite: ${String(n)}`);
   if (n === 0) return '0';
-  if (Math.abs(n) < MIN_NORMAL) throw new Error(`ClickHouse numeric literal is subnormal (18.16 cannot parse it): ${n}`);
+  if (Math.abs(n) < MIN_NORMAL)
+    throw new Error(`ClickHouse numeric literal is subnormal (18.16 cannot parse it): ${n}`);
   // Integers below 1e21 print as digits (exact for the double); others in the shortest form
   // that reads back as the same double (0.1, 1e+21, 1e-7).
   return n < 0 ? `(${String(n)})` : String(n);

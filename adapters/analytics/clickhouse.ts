@@ -36,7 +36,14 @@ import {
   toFloat,
   toSafeInt,
 } from './rows';
-import type { Analytics, AnalyticsEvent, AnalyticsTransaction, EventCount, SnapshotEntry, SnapshotSummary } from './types';
+import type {
+  Analytics,
+  AnalyticsEvent,
+  AnalyticsTransaction,
+  EventCount,
+  SnapshotEntry,
+  SnapshotSummary,
+} from './types';
 
 export interface ClickHouseAnalyticsOptions {
   /** e.g. http://127.0.0.1:8123 */
@@ -68,7 +75,11 @@ export class ClickHouseAnalytics implements Analytics {
     this.events = qualified(opts.database, `${prefix}events`);
     this.transactions = qualified(opts.database, `${prefix}transactions`);
     this.snapshots = qualified(opts.database, `${prefix}snapshots`);
-    this.names = { events: this.events.text, transactions: this.transactions.text, snapshots: this.snapshots.text };
+    this.names = {
+      events: this.events.text,
+      transactions: this.transactions.text,
+      snapshots: this.snapshots.text,
+    };
     // No `database` on the client: the database may not exist yet (ensureSchema creates it), and
     // every statement names its tables in full.
     this.client = createClient({
@@ -143,7 +154,17 @@ export class ClickHouseAnalytics implements Analytics {
     const rs = checkRows('transactions', rows, checkTransaction);
     await this.insert(
       this.names.transactions,
-      ['tenant_id', 'transaction_id', 'user_id', 'currency_id', 'amount', 'balance_after', 'source_type', 'source_ref', 'created_ms'],
+      [
+        'tenant_id',
+        'transaction_id',
+        'user_id',
+        'currency_id',
+        'amount',
+        'balance_after',
+        'source_type',
+        'source_ref',
+        'created_ms',
+      ],
       rs.map((t) => ({
         tenant_id: t.tenant_id,
         transaction_id: t.transaction_id,
@@ -206,7 +227,13 @@ export class ClickHouseAnalytics implements Analytics {
     return new Map(rows.map((r) => [String(r.user_id), toSafeInt('total', r.total)]));
   }
 
-  async listSnapshots(tenantId: string, leaderboardId: string, from: number, to: number, limit: number): Promise<SnapshotSummary[]> {
+  async listSnapshots(
+    tenantId: string,
+    leaderboardId: string,
+    from: number,
+    to: number,
+    limit: number,
+  ): Promise<SnapshotSummary[]> {
     const tenant = checkId('tenantId', tenantId);
     const board = checkId('leaderboardId', leaderboardId);
     const [lo, hi] = checkBounds(from, to);
@@ -228,7 +255,13 @@ export class ClickHouseAnalytics implements Analytics {
     }));
   }
 
-  async snapshotEntries(tenantId: string, leaderboardId: string, snapshotTime: number, offset: number, limit: number): Promise<SnapshotEntry[]> {
+  async snapshotEntries(
+    tenantId: string,
+    leaderboardId: string,
+    snapshotTime: number,
+    offset: number,
+    limit: number,
+  ): Promise<SnapshotEntry[]> {
     const tenant = checkId('tenantId', tenantId);
     const board = checkId('leaderboardId', leaderboardId);
     const time = checkTime('snapshotTime', snapshotTime);
@@ -243,7 +276,12 @@ export class ClickHouseAnalytics implements Analytics {
     return rows.map(toSnapshotEntry);
   }
 
-  async snapshotUser(tenantId: string, leaderboardId: string, snapshotTime: number, userId: string): Promise<SnapshotEntry | null> {
+  async snapshotUser(
+    tenantId: string,
+    leaderboardId: string,
+    snapshotTime: number,
+    userId: string,
+  ): Promise<SnapshotEntry | null> {
     const tenant = checkId('tenantId', tenantId);
     const board = checkId('leaderboardId', leaderboardId);
     const time = checkTime('snapshotTime', snapshotTime);
@@ -277,7 +315,12 @@ export class ClickHouseAnalytics implements Analytics {
   private async insert(table: string, columns: string[], values: Row[]): Promise<void> {
     if (values.length === 0) return;
     // JSONEachRow: numbers as JSON numbers (all checked safe or finite by ./rows.ts).
-    await this.client.insert({ table, columns: columns as [string, ...string[]], values, format: 'JSONEachRow' });
+    await this.client.insert({
+      table,
+      columns: columns as [string, ...string[]],
+      values,
+      format: 'JSONEachRow',
+    });
   }
 }
 

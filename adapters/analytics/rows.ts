@@ -30,7 +30,8 @@ function text(what: string, v: unknown, nonEmpty: boolean): string {
   if (typeof v !== 'string') throw new AnalyticsInputError(`${what} must be a string`);
   if (nonEmpty && v.length === 0) throw new AnalyticsInputError(`${what} must not be empty`);
   if (v.includes('\u0000')) throw new AnalyticsInputError(`${what} must not contain NUL characters`);
-  if (LONE_SURROGATE.test(v)) throw new AnalyticsInputError(`${what} must be well-formed Unicode (it has a lone surrogate)`);
+  if (LONE_SURROGATE.test(v))
+    throw new AnalyticsInputError(`${what} must be well-formed Unicode (it has a lone surrogate)`);
   return v;
 }
 
@@ -38,13 +39,16 @@ export const checkId = (what: string, v: unknown): string => text(what, v, true)
 
 function time(what: string, v: unknown): number {
   if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 0 || v > MAX_TIME_MS) {
-    throw new AnalyticsInputError(`${what} must be integer Unix milliseconds in [0, ${MAX_TIME_MS}], got ${String(v)}`);
+    throw new AnalyticsInputError(
+      `${what} must be integer Unix milliseconds in [0, ${MAX_TIME_MS}], got ${String(v)}`,
+    );
   }
   return v;
 }
 
 function int(what: string, v: unknown): number {
-  if (typeof v !== 'number' || !Number.isSafeInteger(v)) throw new AnalyticsInputError(`${what} must be an integer with |x| <= 2^53 - 1, got ${String(v)}`);
+  if (typeof v !== 'number' || !Number.isSafeInteger(v))
+    throw new AnalyticsInputError(`${what} must be an integer with |x| <= 2^53 - 1, got ${String(v)}`);
   return v === 0 ? 0 : v;
 }
 
@@ -82,8 +86,12 @@ export function checkTransaction(raw: AnalyticsTransaction): AnalyticsTransactio
 }
 
 export function checkScore(v: unknown): number {
-  if (typeof v !== 'number' || !Number.isFinite(v)) throw new AnalyticsInputError(`score must be a finite number, got ${String(v)}`);
-  if (v !== 0 && Math.abs(v) < MIN_NORMAL) throw new AnalyticsInputError(`score must be 0 or at least 2.2250738585072014e-308 in magnitude, got ${v}`);
+  if (typeof v !== 'number' || !Number.isFinite(v))
+    throw new AnalyticsInputError(`score must be a finite number, got ${String(v)}`);
+  if (v !== 0 && Math.abs(v) < MIN_NORMAL)
+    throw new AnalyticsInputError(
+      `score must be 0 or at least 2.2250738585072014e-308 in magnitude, got ${v}`,
+    );
   return v === 0 ? 0 : v;
 }
 
@@ -119,7 +127,8 @@ export function checkPage(offset: unknown, limit: unknown): [number, number] {
     ['offset', offset],
     ['limit', limit],
   ] as const) {
-    if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 0) throw new AnalyticsInputError(`${what} must be a non-negative integer, got ${String(v)}`);
+    if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 0)
+      throw new AnalyticsInputError(`${what} must be a non-negative integer, got ${String(v)}`);
   }
   return [offset as number, limit as number];
 }
@@ -154,5 +163,10 @@ export function dayString(dayNumber: number): string {
 }
 
 export function eventCount(day: unknown, type: unknown, events: unknown, users: unknown): EventCount {
-  return { day: dayString(toSafeInt('day', day)), type: String(type), events: toSafeInt('events', events), users: toSafeInt('users', users) };
+  return {
+    day: dayString(toSafeInt('day', day)),
+    type: String(type),
+    events: toSafeInt('events', events),
+    users: toSafeInt('users', users),
+  };
 }

@@ -28,7 +28,14 @@ import {
   toFloat,
   toSafeInt,
 } from './rows';
-import type { Analytics, AnalyticsEvent, AnalyticsTransaction, EventCount, SnapshotEntry, SnapshotSummary } from './types';
+import type {
+  Analytics,
+  AnalyticsEvent,
+  AnalyticsTransaction,
+  EventCount,
+  SnapshotEntry,
+  SnapshotSummary,
+} from './types';
 
 const CHUNK = 5000;
 
@@ -147,7 +154,13 @@ export class SqlAnalytics implements Analytics {
     return new Map(r.rows.map((x) => [String(x.user_id), toSafeInt('total', x.total)]));
   }
 
-  async listSnapshots(tenantId: string, leaderboardId: string, from: number, to: number, limit: number): Promise<SnapshotSummary[]> {
+  async listSnapshots(
+    tenantId: string,
+    leaderboardId: string,
+    from: number,
+    to: number,
+    limit: number,
+  ): Promise<SnapshotSummary[]> {
     const tenant = checkId('tenantId', tenantId);
     const board = checkId('leaderboardId', leaderboardId);
     const [lo, hi] = checkBounds(from, to);
@@ -170,7 +183,13 @@ export class SqlAnalytics implements Analytics {
     }));
   }
 
-  async snapshotEntries(tenantId: string, leaderboardId: string, snapshotTime: number, offset: number, limit: number): Promise<SnapshotEntry[]> {
+  async snapshotEntries(
+    tenantId: string,
+    leaderboardId: string,
+    snapshotTime: number,
+    offset: number,
+    limit: number,
+  ): Promise<SnapshotEntry[]> {
     const tenant = checkId('tenantId', tenantId);
     const board = checkId('leaderboardId', leaderboardId);
     const time = checkTime('snapshotTime', snapshotTime);
@@ -187,7 +206,12 @@ export class SqlAnalytics implements Analytics {
     return r.rows.map(toSnapshotEntry);
   }
 
-  async snapshotUser(tenantId: string, leaderboardId: string, snapshotTime: number, userId: string): Promise<SnapshotEntry | null> {
+  async snapshotUser(
+    tenantId: string,
+    leaderboardId: string,
+    snapshotTime: number,
+    userId: string,
+  ): Promise<SnapshotEntry | null> {
     const tenant = checkId('tenantId', tenantId);
     const board = checkId('leaderboardId', leaderboardId);
     const time = checkTime('snapshotTime', snapshotTime);

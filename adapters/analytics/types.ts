@@ -5,6 +5,9 @@
  * every read, so a sink may redeliver a batch after a crash.
  * SQL must run on ClickHouse 18.16 and on current servers (no query parameters: literals go
  * through one escaping helper; identifiers are allow-listed).
+ * Both adapters accept and reject the same input (./rows.ts: no NUL in text, times within
+ * ClickHouse's DateTime range, safe-integer amounts, normal finite scores); a rejected batch
+ * writes nothing.
  */
 export interface AnalyticsEvent {
   tenant_id: string;
@@ -64,13 +67,22 @@ export interface Analytics {
   insertEvents(rows: AnalyticsEvent[]): Promise<void>;
   insertTransactions(rows: AnalyticsTransaction[]): Promise<void>;
   insertSnapshot(rows: SnapshotEntry[]): Promise<void>;
-  /** Events per UTC day and type for a tenant, in [from, to) (Unix ms), deduplicated on event_id. */
+  /**
+   * Events per UTC day and type for a tenant, in [from, to) (Unix ms), deduplicated on event_id.
+   * Ordered by day, then type (byte order); `users` counts distinct user_id exactly.
+   */
   eventCounts(tenantId: string, from: number, to: number): Promise<EventCount[]>;
-  /** Sum of transaction amounts per user for a tenant and currency, deduplicated. */
+  /**
+   * Sum of transaction amounts per user for a tenant and currency, deduplicated. Map entries in
+   * user_id byte order. Rejects (throws) rather than round a total beyond 2^53 - 1.
+   */
   transactionTotals(tenantId: string, currencyId: string): Promise<Map<string, number>>;
-  /** Snapshots of a board with snapshot_time in [from, to), newest first. */
+  /**
+   * Snapshots of a board with snapshot_time in [from, to), newest first; one summary per
+   * (snapshot_time, window_key), ties on snapshot_time by window_key (byte order).
+   */
   listSnapshots(tenantId: string, leaderboardId: string, from: number, to: number, limit: number): Promise<SnapshotSummary[]>;
-  /** Entries of one snapshot ordered by rank, paged. */
+  /** Entries of one snapshot ordered by rank, then user_id (byte order), paged. */
   snapshotEntries(tenantId: string, leaderboardId: string, snapshotTime: number, offset: number, limit: number): Promise<SnapshotEntry[]>;
   /** One user's entry in a snapshot, or null. */
   snapshotUser(tenantId: string, leaderboardId: string, snapshotTime: number, userId: string): Promise<SnapshotEntry | null>;

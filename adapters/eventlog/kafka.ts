@@ -338,6 +338,7 @@ class KafkaMember<T> implements Consumer {
       maxWaitTimeInMs: t.maxWaitTimeMs ?? 500,
       allowAutoTopicCreation: false,
       readUncommitted: false,
+      retry: { restartOnFailure: async () => false },
     });
     this.consumer.on(this.consumer.events.GROUP_JOIN, (e) => this.onJoin(e.payload.memberAssignment[d.physicalName] ?? []));
     this.consumer.on(this.consumer.events.CRASH, (e) => this.onCrash(e.payload.error, e.payload.restart));
@@ -510,7 +511,7 @@ class KafkaMember<T> implements Consumer {
       while (position === undefined) {
         if (this.parts.get(p) !== st || this.stopped.fired) return;
         try {
-          position = st.position;
+          position = (await this.d.handlers.resumeFrom([p])).get(p) ?? 0;
         } catch (e) {
           st.attempts++;
           this.d.log('error', 'resumeFrom failed; retrying', { topic: this.d.topic.name, partition: p, error: errorMessage(e) });

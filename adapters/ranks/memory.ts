@@ -108,7 +108,9 @@ export class MemoryRankIndex implements RankIndex {
     const b = this.boards.get(checkBoard(board));
     const [off, lim] = checkPage(offset, limit);
     if (!b) return [];
-    return b.tree.slice(off, lim).map((e, i) => ({ member: e.member, score: e.score, tiebreak: e.tiebreak, position: off + i }));
+    return b.tree
+      .slice(off, lim)
+      .map((e, i) => ({ member: e.member, score: e.score, tiebreak: e.tiebreak, position: off + i }));
   }
 
   async count(board: string): Promise<number> {

@@ -64,7 +64,8 @@ export class OSTree<T> {
   static fromSorted<T>(cmp: Comparator<T>, items: readonly T[]): OSTree<T> {
     const t = new OSTree<T>(cmp);
     for (let i = 1; i < items.length; i++) {
-      if (cmp(items[i - 1], items[i]) >= 0) throw new Error('OSTree.fromSorted: items are not sorted and distinct');
+      if (cmp(items[i - 1], items[i]) >= 0)
+        throw new Error('OSTree.fromSorted: items are not sorted and distinct');
     }
     if (items.length === 0) return t;
     const leaves = chunk(items.length).map(([a, b]) => new Leaf(items.slice(a, b)));
@@ -75,7 +76,14 @@ export class OSTree<T> {
       for (const [a, b] of chunk(level.length)) {
         const children = level.slice(a, b);
         const counts = children.map(sizeOf);
-        up.push(new Inner(children, counts, children.map(minOf), counts.reduce((x, y) => x + y, 0)));
+        up.push(
+          new Inner(
+            children,
+            counts,
+            children.map(minOf),
+            counts.reduce((x, y) => x + y, 0),
+          ),
+        );
       }
       level = up;
     }
@@ -100,7 +108,12 @@ export class OSTree<T> {
     const split = this.ins(this.root, item);
     if (split) {
       const left = this.root;
-      this.root = new Inner([left, split], [sizeOf(left), sizeOf(split)], [minOf(left), minOf(split)], sizeOf(left) + sizeOf(split));
+      this.root = new Inner(
+        [left, split],
+        [sizeOf(left), sizeOf(split)],
+        [minOf(left), minOf(split)],
+        sizeOf(left) + sizeOf(split),
+      );
     }
   }
 
@@ -180,7 +193,8 @@ export class OSTree<T> {
         const c = n.children[i];
         if (n.counts[i] !== sizeOf(c)) throw new Error('stale count');
         total += n.counts[i];
-        if (i > 0 && prev !== undefined && this.cmp(prev, n.mins[i]) >= 0) throw new Error('separator not above left sibling');
+        if (i > 0 && prev !== undefined && this.cmp(prev, n.mins[i]) >= 0)
+          throw new Error('separator not above left sibling');
         const ch = walk(c, false, n.mins[i]);
         if (h !== -1 && ch !== h) throw new Error('unbalanced');
         h = ch;
@@ -241,7 +255,8 @@ export class OSTree<T> {
     if (node instanceof Leaf) {
       const items = node.items;
       const i = this.lowerBound(items, item);
-      if (i < items.length && this.cmp(items[i], item) === 0) throw new Error('OSTree.insert: an equal item is present');
+      if (i < items.length && this.cmp(items[i], item) === 0)
+        throw new Error('OSTree.insert: an equal item is present');
       items.splice(i, 0, item);
       if (items.length <= MAX) return null;
       const right = new Leaf(items.splice(MIN));

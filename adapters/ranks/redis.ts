@@ -80,7 +80,8 @@ export function encodeMember(tiebreak: number, member: string): string {
 }
 
 export function decodeMember(enc: string): { tiebreak: number; member: string } {
-  if (enc.length <= TB_WIDTH || enc[TB_WIDTH] !== ':') throw new Error(`malformed rank member: ${JSON.stringify(enc)}`);
+  if (enc.length <= TB_WIDTH || enc[TB_WIDTH] !== ':')
+    throw new Error(`malformed rank member: ${JSON.stringify(enc)}`);
   const tb = Number(BigInt('0x' + enc.slice(0, TB_WIDTH)) - TB_BIAS);
   return { tiebreak: tb === 0 ? 0 : tb, member: enc.slice(TB_WIDTH + 1) };
 }
@@ -197,18 +198,23 @@ export class RedisRankIndex implements RankIndex {
 
   constructor(opts: RedisRankIndexOptions) {
     if (typeof opts.prefix !== 'string' || !/^[A-Za-z0-9_.:-]{0,64}$/.test(opts.prefix)) {
-      throw new Error(`RedisRankIndex: prefix must match [A-Za-z0-9_.:-]{0,64}, got ${JSON.stringify(opts.prefix)}`);
+      throw new Error(
+        `RedisRankIndex: prefix must match [A-Za-z0-9_.:-]{0,64}, got ${JSON.stringify(opts.prefix)}`,
+      );
     }
     this.prefix = opts.prefix;
     this.loadChunk = opts.loadChunk ?? 5000;
     this.loadTtl = opts.loadTtlSeconds ?? 3600;
-    if (!Number.isSafeInteger(this.loadChunk) || this.loadChunk < 1) throw new Error('RedisRankIndex: loadChunk must be a positive integer');
-    if (!Number.isSafeInteger(this.loadTtl) || this.loadTtl < 1) throw new Error('RedisRankIndex: loadTtlSeconds must be a positive integer');
+    if (!Number.isSafeInteger(this.loadChunk) || this.loadChunk < 1)
+      throw new Error('RedisRankIndex: loadChunk must be a positive integer');
+    if (!Number.isSafeInteger(this.loadTtl) || this.loadTtl < 1)
+      throw new Error('RedisRankIndex: loadTtlSeconds must be a positive integer');
     if (typeof opts.redis === 'string') {
       this.redis = new Redis(opts.redis, opts.redisOptions ?? {});
       this.owned = true;
     } else {
-      if (opts.redis.options.keyPrefix) throw new Error("RedisRankIndex: the client must not set ioredis' keyPrefix; use the prefix option");
+      if (opts.redis.options.keyPrefix)
+        throw new Error("RedisRankIndex: the client must not set ioredis' keyPrefix; use the prefix option");
       this.redis = opts.redis;
       this.owned = false;
     }
@@ -252,7 +258,8 @@ export class RedisRankIndex implements RankIndex {
   async get(board: string, member: string): Promise<RankedEntry | null> {
     const b = checkBoard(board);
     const m = checkMember(member);
-    const r = (await GET.run(this.redis, [this.zKey(b), this.hKey(b)], [m])) as [string, number, string] | null;
+    const r = (await GET.run(this.redis, [this.zKey(b), this.hKey(b)], [m])) as
+      [string, number, string] | null;
     if (!r) return null;
     const { tiebreak } = decodeMember(r[0]);
     return { member: m, score: readScore(r[2]), tiebreak, position: Number(r[1]) };
@@ -262,7 +269,11 @@ export class RedisRankIndex implements RankIndex {
     const b = checkBoard(board);
     const [off, lim] = checkPage(offset, limit);
     if (lim === 0) return [];
-    const flat = (await RANGE.run(this.redis, [this.zKey(b)], [String(off), String(off + lim - 1)])) as string[];
+    const flat = (await RANGE.run(
+      this.redis,
+      [this.zKey(b)],
+      [String(off), String(off + lim - 1)],
+    )) as string[];
     const out: RankedEntry[] = [];
     for (let i = 0; i < flat.length; i += 2) {
       const { tiebreak, member } = decodeMember(flat[i]);
@@ -305,7 +316,8 @@ export class RedisRankIndex implements RankIndex {
     try {
       for (let i = 0; i < es.length; i += this.loadChunk) {
         const args: string[] = [String(this.loadTtl)];
-        for (const e of es.slice(i, i + this.loadChunk)) args.push(e.member, storedScore(e.score), encodeMember(e.tiebreak, e.member));
+        for (const e of es.slice(i, i + this.loadChunk))
+          args.push(e.member, storedScore(e.score), encodeMember(e.tiebreak, e.member));
         await STAGE.run(this.redis, [sz, sh], args);
       }
       await SWAP.run(this.redis, [this.zKey(b), this.hKey(b), sz, sh], []);

@@ -7,6 +7,11 @@
  * Order within a board: higher score first; on equal scores the lower `tiebreak` first (for
  * example the sequence at which the user reached the score: who got there first ranks higher);
  * on equal score and tiebreak, the lower member id (byte order) first. Positions are 0-based.
+ *
+ * Input limits, the same in both adapters (./validate.ts; violations throw RankInputError and
+ * change nothing): member, board and stream are non-empty well-formed Unicode strings of at most
+ * 512 UTF-8 bytes; score is any finite double (-0 reads back as 0); tiebreak is a safe integer
+ * (|tiebreak| <= 2^53 - 1); partition, nextOffset, offset and limit are non-negative safe integers.
  */
 export interface RankEntry {
   member: string;

@@ -27,7 +27,8 @@ function checkText(what: string, v: unknown): string {
   if (v.length > MAX_KEY_BYTES || Buffer.byteLength(v, 'utf8') > MAX_KEY_BYTES) {
     throw new RankInputError(`${what} must be at most ${MAX_KEY_BYTES} UTF-8 bytes`);
   }
-  if (LONE_SURROGATE.test(v)) throw new RankInputError(`${what} must be well-formed Unicode (it has a lone surrogate)`);
+  if (LONE_SURROGATE.test(v))
+    throw new RankInputError(`${what} must be well-formed Unicode (it has a lone surrogate)`);
   return v;
 }
 
@@ -35,7 +36,8 @@ export const checkMember = (m: unknown): string => checkText('member', m);
 export const checkBoard = (b: unknown): string => checkText('board', b);
 
 export function checkScore(s: unknown): number {
-  if (typeof s !== 'number' || !Number.isFinite(s)) throw new RankInputError(`score must be a finite number, got ${String(s)}`);
+  if (typeof s !== 'number' || !Number.isFinite(s))
+    throw new RankInputError(`score must be a finite number, got ${String(s)}`);
   return s === 0 ? 0 : s; // folds -0 into 0
 }
 
@@ -47,7 +49,8 @@ export function checkTiebreak(t: unknown): number {
 }
 
 function checkCount(what: string, v: unknown): number {
-  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 0) throw new RankInputError(`${what} must be a non-negative integer, got ${String(v)}`);
+  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 0)
+    throw new RankInputError(`${what} must be a non-negative integer, got ${String(v)}`);
   return v;
 }
 

@@ -27,6 +27,8 @@ export class MemoryRateLimiter implements RateLimiter {
     for (const [k, c] of this.counters) if (c.expires <= now) this.counters.delete(k);
   }
 
+  async ping(): Promise<void> {}
+
   async close(): Promise<void> {
     this.counters.clear();
   }

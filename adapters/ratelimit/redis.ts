@@ -46,8 +46,13 @@ export class RedisRateLimiter implements RateLimiter {
     return decide(windows, counts.map(Number), now);
   }
 
+  async ping(): Promise<void> {
+    await this.redis.ping();
+  }
+
   async close(): Promise<void> {
-    await this.redis.quit().catch(() => undefined);
+    if (this.redis.status === 'ready') await this.redis.quit().catch(() => undefined);
+    else this.redis.disconnect();
   }
 }
 

@@ -22,6 +22,7 @@ export interface RateDecision {
 export interface RateLimiter {
   readonly kind: 'redis' | 'memory';
   hit(key: string, windows: RateWindow[], now: number): Promise<RateDecision>;
+  ping(): Promise<void>;
   close(): Promise<void>;
 }
 

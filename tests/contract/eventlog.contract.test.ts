@@ -206,6 +206,10 @@ class StoreConsumer implements ConsumerHandlers<EventRecord> {
   dead = false;
   failures: Array<{ at: number; partition: number; kind: string }> = [];
   batches = 0;
+  /** Simulated work per batch (ms), so that a batch can be in flight when a member stops. */
+  workMs = 0;
+  /** partition → nextOffset of this consumer's last committed batch. */
+  readonly lastCommitted = new Map<number, number>();
 
   constructor(
     readonly sql: Sql,
@@ -230,6 +234,7 @@ class StoreConsumer implements ConsumerHandlers<EventRecord> {
 
   async handleBatch(batch: Batch<EventRecord>): Promise<void> {
     if (this.dead) throw new Error('consumer is dead');
+    if (this.workMs > 0) await new Promise((r) => setTimeout(r, this.workMs));
     this.batches++;
     for (const r of batch.records) this.seen.set(r.value.event_id, (this.seen.get(r.value.event_id) ?? 0) + 1);
     const failBefore = batch.records.find((r) => this.failBeforeCommitOnce.delete(r.value.event_id));
@@ -245,6 +250,7 @@ class StoreConsumer implements ConsumerHandlers<EventRecord> {
         [this.group, batch.topic, batch.partition, batch.nextOffset],
       );
     });
+    this.lastCommitted.set(batch.partition, batch.nextOffset);
     this.afterCommit?.(this);
     const failAfter = batch.records.find((r) => this.failAfterCommitOnce.delete(r.value.event_id));
     if (failAfter) {
@@ -459,30 +465,33 @@ describe.each(variants)('EventLog contract [%s]', (_name, open) => {
     expect(new Set(rows1.map((r) => r.member))).toEqual(new Set(['a', 'b']));
     expect(a.assignments.at(-1)).toEqual(ownedByA);
 
-    // a leaves: b takes a's partitions over, asking resumeFrom, which answers what a stored.
-    const { rows: stored } = await env.sql.query<{ partition: number; next_offset: number }>(
-      'SELECT partition, next_offset FROM consumer_offsets WHERE group_id = $1',
-      [group],
-    );
+    // a leaves while busy with a second wave: its in-flight batch finishes, then b takes a's
+    // partitions over, asking resumeFrom, which answers what a stored last.
+    a.workMs = 20;
+    const wave2 = makeRecords(200, 16, seqs);
+    await log.append(TOPIC, wave2);
+    const batchesBefore = a.batches;
+    await waitFor(() => a.batches > batchesBefore, { what: 'a to work on the second wave' });
     const resumeCallsBefore = b.resumeCalls.length;
     await ca.stop();
+    const rowsOfA = async () => (await applied(env.sql, group)).filter((r) => r.member === 'a').length;
+    const aRowsAtStop = await rowsOfA();
+    const aStored = new Map(a.lastCommitted);
     await waitFor(() => cb.assignment().join() === '0,1,2,3', {
       what: 'b to own every partition',
       describe: () => `b: ${cb.assignment()}\n${recentLogs()}`,
     });
-    await waitFor(() => b.resumeCalls.slice(resumeCallsBefore).some((c) => ownedByA.every((p) => c.partitions.includes(p))), {
-      what: "b's resumeFrom for a's partitions",
-    });
-    const takeover = b.resumeCalls.slice(resumeCallsBefore).find((c) => ownedByA.every((p) => c.partitions.includes(p)))!;
-    for (const p of ownedByA) {
-      expect(takeover.answer.get(p)).toBe(Number(stored.find((s) => s.partition === p)?.next_offset));
-    }
-    const wave2 = makeRecords(80, 16, seqs);
-    await log.append(TOPIC, wave2);
+    const takeover = await waitFor(
+      () => b.resumeCalls.slice(resumeCallsBefore).find((c) => ownedByA.every((p) => c.partitions.includes(p))),
+      { what: "b's resumeFrom for a's partitions" },
+    );
+    for (const p of ownedByA) expect(takeover.answer.get(p)).toBe(aStored.get(p));
     await allApplied(group, wave1.length + wave2.length);
     const rows2 = await applied(env.sql, group);
     expectExactlyOnceInKeyOrder(rows2, [...wave1, ...wave2], log);
-    expect(rows2.slice(rows1.length).every((r) => r.member === 'b')).toBe(true);
+    // a did part of the second wave, and nothing after stop() resolved.
+    expect(aRowsAtStop).toBeGreaterThan(rows1.filter((r) => r.member === 'a').length);
+    expect(await rowsOfA()).toBe(aRowsAtStop);
   });
 
   it('gives every group all the records', async () => {

@@ -58,7 +58,12 @@ describe.each(adapters)('RankIndex contract [%s]', (name, make) => {
   const board = () => `t1:lb${++n}:w`;
   /** A fresh stream per test. */
   const stream = () => `g${++n}:events`;
-  const up = (b: string, member: string, score: number, tiebreak = 0): RankUpdate => ({ board: b, member, score, tiebreak });
+  const up = (b: string, member: string, score: number, tiebreak = 0): RankUpdate => ({
+    board: b,
+    member,
+    score,
+    tiebreak,
+  });
   const members = async (b: string) => (await idx.range(b, 0, 1000)).map((e) => e.member);
 
   beforeAll(() => {
@@ -114,7 +119,14 @@ describe.each(adapters)('RankIndex contract [%s]', (name, make) => {
     const b = board();
     const max = Number.MAX_SAFE_INTEGER;
     await idx.apply(
-      [up(b, 'm0', 1, 0), up(b, 'max', 1, max), up(b, 'min', 1, -max), up(b, 'm-1', 1, -1), up(b, 'm1', 1, 1), up(b, 'big', 1, 2 ** 52 + 1)],
+      [
+        up(b, 'm0', 1, 0),
+        up(b, 'max', 1, max),
+        up(b, 'min', 1, -max),
+        up(b, 'm-1', 1, -1),
+        up(b, 'm1', 1, 1),
+        up(b, 'big', 1, 2 ** 52 + 1),
+      ],
       { stream: stream(), partition: 0, nextOffset: 1 },
     );
     expect(await members(b)).toEqual(['min', 'm-1', 'm0', 'm1', 'big', 'max']);
@@ -152,7 +164,11 @@ describe.each(adapters)('RankIndex contract [%s]', (name, make) => {
   it('upserts: a new score or tiebreak moves the member, count stays', async () => {
     const b = board();
     const s = stream();
-    await idx.apply([up(b, 'a', 3), up(b, 'b', 2), up(b, 'c', 1)], { stream: s, partition: 0, nextOffset: 1 });
+    await idx.apply([up(b, 'a', 3), up(b, 'b', 2), up(b, 'c', 1)], {
+      stream: s,
+      partition: 0,
+      nextOffset: 1,
+    });
     await idx.apply([up(b, 'c', 5)], { stream: s, partition: 0, nextOffset: 2 });
     expect(await members(b)).toEqual(['c', 'a', 'b']);
     await idx.apply([up(b, 'c', 0)], { stream: s, partition: 0, nextOffset: 3 });
@@ -173,11 +189,14 @@ describe.each(adapters)('RankIndex contract [%s]', (name, make) => {
   it('applies the same member twice in one batch as the last one, across several boards', async () => {
     const b1 = board();
     const b2 = board();
-    await idx.apply([up(b1, 'x', 1, 1), up(b2, 'x', 7, 7), up(b1, 'y', 2), up(b1, 'x', 9, 3), up(b2, 'z', 8)], {
-      stream: stream(),
-      partition: 0,
-      nextOffset: 1,
-    });
+    await idx.apply(
+      [up(b1, 'x', 1, 1), up(b2, 'x', 7, 7), up(b1, 'y', 2), up(b1, 'x', 9, 3), up(b2, 'z', 8)],
+      {
+        stream: stream(),
+        partition: 0,
+        nextOffset: 1,
+      },
+    );
     expect(await idx.range(b1, 0, 10)).toEqual([
       { member: 'x', score: 9, tiebreak: 3, position: 0 },
       { member: 'y', score: 2, tiebreak: 0, position: 1 },
@@ -192,10 +211,14 @@ describe.each(adapters)('RankIndex contract [%s]', (name, make) => {
     const b = board();
     const s = stream();
     expect(await idx.watermark(s, 0)).toBeNull();
-    expect(await idx.apply([up(b, 'a', 1), up(b, 'b', 2)], { stream: s, partition: 0, nextOffset: 10 })).toBe(true);
+    expect(await idx.apply([up(b, 'a', 1), up(b, 'b', 2)], { stream: s, partition: 0, nextOffset: 10 })).toBe(
+      true,
+    );
     expect(await idx.watermark(s, 0)).toBe(10);
     // Same offset: a replay, even with different content.
-    expect(await idx.apply([up(b, 'a', 50), up(b, 'c', 3)], { stream: s, partition: 0, nextOffset: 10 })).toBe(false);
+    expect(
+      await idx.apply([up(b, 'a', 50), up(b, 'c', 3)], { stream: s, partition: 0, nextOffset: 10 }),
+    ).toBe(false);
     // Older offset: also a replay.
     expect(await idx.apply([up(b, 'a', 60)], { stream: s, partition: 0, nextOffset: 4 })).toBe(false);
     expect(await idx.range(b, 0, 10)).toEqual([
@@ -213,7 +236,9 @@ describe.each(adapters)('RankIndex contract [%s]', (name, make) => {
     // Offsets up to 2^53 - 1 are kept exactly.
     expect(await idx.apply([], { stream: s, partition: 0, nextOffset: Number.MAX_SAFE_INTEGER })).toBe(true);
     expect(await idx.watermark(s, 0)).toBe(Number.MAX_SAFE_INTEGER);
-    expect(await idx.apply([up(b, 'a', 1)], { stream: s, partition: 0, nextOffset: Number.MAX_SAFE_INTEGER - 1 })).toBe(false);
+    expect(
+      await idx.apply([up(b, 'a', 1)], { stream: s, partition: 0, nextOffset: Number.MAX_SAFE_INTEGER - 1 }),
+    ).toBe(false);
   });
 
   it('keeps one watermark per (stream, partition), independent of the others', async () => {
@@ -240,7 +265,9 @@ describe.each(adapters)('RankIndex contract [%s]', (name, make) => {
     const b = board();
     const s = stream();
     const results = await Promise.all(
-      Array.from({ length: 12 }, (_, i) => idx.apply([up(b, `m${i}`, i)], { stream: s, partition: 3, nextOffset: 42 })),
+      Array.from({ length: 12 }, (_, i) =>
+        idx.apply([up(b, `m${i}`, i)], { stream: s, partition: 3, nextOffset: 42 }),
+      ),
     );
     expect(results.filter(Boolean)).toHaveLength(1);
     const winner = results.indexOf(true);
@@ -266,11 +293,19 @@ describe.each(adapters)('RankIndex contract [%s]', (name, make) => {
       [{ board: b, member: 'x', score: '1', tiebreak: 0 } as unknown as RankUpdate, /score/],
     ];
     for (const [u, msg] of bad) {
-      await expect(idx.apply([up(b, 'y', 5), u], { stream: s, partition: 0, nextOffset: 2 })).rejects.toThrow(msg);
+      await expect(idx.apply([up(b, 'y', 5), u], { stream: s, partition: 0, nextOffset: 2 })).rejects.toThrow(
+        msg,
+      );
     }
-    await expect(idx.apply([up(b, 'y', 5)], { stream: s, partition: -1, nextOffset: 2 })).rejects.toThrow(/partition/);
-    await expect(idx.apply([up(b, 'y', 5)], { stream: s, partition: 0, nextOffset: 2.5 })).rejects.toThrow(/nextOffset/);
-    await expect(idx.apply([up(b, 'y', 5)], { stream: '', partition: 0, nextOffset: 2 })).rejects.toThrow(/stream/);
+    await expect(idx.apply([up(b, 'y', 5)], { stream: s, partition: -1, nextOffset: 2 })).rejects.toThrow(
+      /partition/,
+    );
+    await expect(idx.apply([up(b, 'y', 5)], { stream: s, partition: 0, nextOffset: 2.5 })).rejects.toThrow(
+      /nextOffset/,
+    );
+    await expect(idx.apply([up(b, 'y', 5)], { stream: '', partition: 0, nextOffset: 2 })).rejects.toThrow(
+      /stream/,
+    );
     expect(await idx.range(b, 0, 10)).toEqual([{ member: 'a', score: 1, tiebreak: 0, position: 0 }]);
     expect(await idx.watermark(s, 0)).toBe(1);
     // The longest allowed member (512 UTF-8 bytes) is accepted.
@@ -300,7 +335,20 @@ describe.each(adapters)('RankIndex contract [%s]', (name, make) => {
       { stream: stream(), partition: 0, nextOffset: 1 },
     );
     const got = await idx.range(b, 0, 100);
-    expect(got.map((e) => e.member)).toEqual(['huge', 'big', 'bigMinus', 'third', 'sum', 'tenth', 'tiny', 'zero', 'negTiny', 'negFrac', 'neg', 'negHuge']);
+    expect(got.map((e) => e.member)).toEqual([
+      'huge',
+      'big',
+      'bigMinus',
+      'third',
+      'sum',
+      'tenth',
+      'tiny',
+      'zero',
+      'negTiny',
+      'negFrac',
+      'neg',
+      'negHuge',
+    ]);
     for (const e of got) expect(Object.is(e.score, scores[e.member] === 0 ? 0 : scores[e.member])).toBe(true);
     expect(Object.is((await idx.get(b, 'zero'))?.score, 0)).toBe(true);
     expect((await idx.get(b, 'sum'))?.score).toBe(0.30000000000000004);
@@ -311,10 +359,11 @@ describe.each(adapters)('RankIndex contract [%s]', (name, make) => {
     const b = board();
     const other = board();
     const s = stream();
-    await idx.apply(
-      [up(b, 'a', 5), up(b, 'b', 4), up(b, 'c', 3), up(b, 'd', 2), up(other, 'a', 1)],
-      { stream: s, partition: 0, nextOffset: 1 },
-    );
+    await idx.apply([up(b, 'a', 5), up(b, 'b', 4), up(b, 'c', 3), up(b, 'd', 2), up(other, 'a', 1)], {
+      stream: s,
+      partition: 0,
+      nextOffset: 1,
+    });
     await idx.remove(b, ['b', 'nobody', 'd']);
     expect(await idx.range(b, 0, 10)).toEqual([
       { member: 'a', score: 5, tiebreak: 0, position: 0 },
@@ -367,7 +416,12 @@ describe.each(adapters)('RankIndex contract [%s]', (name, make) => {
     expect(await idx.range(b, 0, 10)).toEqual([]);
     // Invalid input changes nothing.
     await idx.load(b, [{ member: 'k', score: 1, tiebreak: 0 }]);
-    await expect(idx.load(b, [{ member: 'j', score: 2, tiebreak: 0 }, { member: 'bad', score: NaN, tiebreak: 0 }])).rejects.toThrow(/score/);
+    await expect(
+      idx.load(b, [
+        { member: 'j', score: 2, tiebreak: 0 },
+        { member: 'bad', score: NaN, tiebreak: 0 },
+      ]),
+    ).rejects.toThrow(/score/);
     expect(await members(b)).toEqual(['k']);
   });
 
@@ -410,14 +464,25 @@ describe.each(adapters)('RankIndex contract [%s]', (name, make) => {
     expect(expected.indexOf('\uFFFD')).toBeLessThan(expected.indexOf('\u{1F600}'));
     expect('\u{1F600}' < '\uFFFD').toBe(true);
     expect(await members(b)).toEqual(expected);
-    for (const [i, m] of expected.entries()) expect(await idx.get(b, m)).toEqual({ member: m, score: 7, tiebreak: 3, position: i });
+    for (const [i, m] of expected.entries())
+      expect(await idx.get(b, m)).toEqual({ member: m, score: 7, tiebreak: 3, position: i });
     await idx.remove(b, ['\u0000', '}', '\u{1F600}']);
     expect(await members(b)).toEqual(expected.filter((m) => !['\u0000', '}', '\u{1F600}'].includes(m)));
   });
 
   it('keeps hostile board names apart', async () => {
     const s = stream();
-    const boards = ['t9:{x}', 't9:{x', 't9:x}', 't9:x}:z', 't9:x', 't9:x:h', 't9:x}:h', 't9:\u{1F600}', 't9:a b'];
+    const boards = [
+      't9:{x}',
+      't9:{x',
+      't9:x}',
+      't9:x}:z',
+      't9:x',
+      't9:x:h',
+      't9:x}:h',
+      't9:\u{1F600}',
+      't9:a b',
+    ];
     await idx.apply(
       boards.map((bd, i) => up(bd, 'm', i)),
       { stream: s, partition: 0, nextOffset: 1 },
@@ -454,7 +519,9 @@ describe.each(adapters)('RankIndex contract [%s]', (name, make) => {
     let offset = 0;
     const applyBatch = async (ups: RankUpdate[]) => {
       for (let i = 0; i < ups.length; i += 2000) {
-        expect(await idx.apply(ups.slice(i, i + 2000), { stream: s, partition: 0, nextOffset: ++offset })).toBe(true);
+        expect(
+          await idx.apply(ups.slice(i, i + 2000), { stream: s, partition: 0, nextOffset: ++offset }),
+        ).toBe(true);
       }
     };
     const check = async () => {
@@ -469,7 +536,10 @@ describe.each(adapters)('RankIndex contract [%s]', (name, make) => {
         got.push(...page.map(({ member, score, tiebreak }) => ({ member, score, tiebreak })));
       }
       expect(got.length).toBe(sorted.length);
-      const firstDiff = got.findIndex((e, i) => e.member !== sorted[i].member || e.score !== sorted[i].score || e.tiebreak !== sorted[i].tiebreak);
+      const firstDiff = got.findIndex(
+        (e, i) =>
+          e.member !== sorted[i].member || e.score !== sorted[i].score || e.tiebreak !== sorted[i].tiebreak,
+      );
       expect(firstDiff).toBe(-1);
       // get() of a sample agrees with the reference position.
       const sample = Array.from({ length: 300 }, () => Math.floor(r() * sorted.length));

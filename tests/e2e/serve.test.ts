@@ -5,7 +5,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { childEnv, spawnCli, type Spawned } from '../support/process';
-import { stack, uniqueName } from '../support/stack';
+import { shapeEnv } from '../support/app';
 
 const fromZero = { LUDUS_INGEST_PORT: '0', LUDUS_ADMIN_PORT: '0', LUDUS_QUERY_PORT: '0', LUDUS_HOST: '127.0.0.1' };
 
@@ -77,18 +77,7 @@ describe('ludus serve [distributed]', () => {
   it('runs every role against Kafka, the schema registry, Postgres, Redis and ClickHouse', async () => {
     const p = spawnCli(
       ['serve'],
-      childEnv({
-        ...fromZero,
-        LUDUS_SHAPE: 'distributed',
-        LUDUS_DATABASE_URL: stack.pgUrl,
-        LUDUS_KAFKA_BROKERS: stack.kafkaBrokers.join(','),
-        LUDUS_SCHEMA_REGISTRY_URL: stack.schemaRegistryUrl,
-        LUDUS_REDIS_URL: stack.redisUrl,
-        LUDUS_REDIS_PREFIX: `${uniqueName('e2e')}:`,
-        LUDUS_CLICKHOUSE_URL: stack.clickhouseUrl,
-        LUDUS_CLICKHOUSE_DATABASE: 'ludus_test',
-        LUDUS_TOPIC_PREFIX: `${uniqueName('e2e')}.`,
-      }),
+      childEnv({ ...fromZero, ...shapeEnv('distributed') }),
     );
     try {
       await expectServing(p);
@@ -101,16 +90,7 @@ describe('ludus serve [distributed]', () => {
 });
 
 describe('bad configuration fails at start with one clear line naming the variable', () => {
-  const distributed = {
-    LUDUS_SHAPE: 'distributed',
-    LUDUS_DATABASE_URL: stack.pgUrl,
-    LUDUS_KAFKA_BROKERS: stack.kafkaBrokers.join(','),
-    LUDUS_SCHEMA_REGISTRY_URL: stack.schemaRegistryUrl,
-    LUDUS_REDIS_URL: stack.redisUrl,
-    LUDUS_CLICKHOUSE_URL: stack.clickhouseUrl,
-    LUDUS_CLICKHOUSE_DATABASE: 'ludus_test',
-    LUDUS_CONNECT_TIMEOUT_MS: '3000',
-  };
+  const distributed = { ...shapeEnv('distributed'), LUDUS_CONNECT_TIMEOUT_MS: '3000' };
   const cases: Array<[string, Record<string, string>, string]> = [
     ['an unreachable Kafka', { LUDUS_KAFKA_BROKERS: '127.0.0.1:1' }, 'LUDUS_KAFKA_BROKERS'],
     ['a malformed database URL', { LUDUS_DATABASE_URL: 'postgres//nope' }, 'LUDUS_DATABASE_URL'],
@@ -120,12 +100,14 @@ describe('bad configuration fails at start with one clear line naming the variab
     ['an unknown shape', { LUDUS_SHAPE: 'cloud' }, 'LUDUS_SHAPE'],
   ];
   it.each(cases)('%s', async (_what, bad, variable) => {
-    const p = spawnCli(['serve'], childEnv({ ...fromZero, ...distributed, ...bad }));
+    const dir = mkdtempSync(join(tmpdir(), 'ludus-bad-'));
+    const p = spawnCli(['serve'], childEnv({ ...fromZero, ...distributed, LUDUS_DATA_DIR: dir, ...bad }));
     expect(await p.exited).toBe(1);
     const lines = p.stderr().trim().split('\n');
     expect(lines).toHaveLength(1);
     expect(lines[0]).toMatch(/^ludus: /);
     expect(lines[0]).toContain(variable);
     expect(lines[0]).not.toMatch(/\n\s+at /);
+    rmSync(dir, { recursive: true, force: true });
   });
 });
