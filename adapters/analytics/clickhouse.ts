@@ -17,7 +17,7 @@
  *   snapshots     ORDER BY (tenant_id, leaderboard_id, snapshot_time_ms, user_id),
  *                 PARTITION BY toYYYYMM(snapshot_time)
  */
-import { createClient, type ClickHouseClient } from '@clickhouse/client';
+import { ClickHouseLogLevel, createClient, type ClickHouseClient } from '@clickhouse/client';
 import { chsql, ident, qualified, type ChSql } from './chsql';
 import {
   AnalyticsInputError,
@@ -87,6 +87,8 @@ export class ClickHouseAnalytics implements Analytics {
       ...(opts.username !== undefined ? { username: opts.username } : {}),
       ...(opts.password !== undefined ? { password: opts.password } : {}),
       request_timeout: opts.requestTimeoutMs ?? 30_000,
+      // Failures surface as rejected promises with their cause; the client must not print to stderr.
+      log: { level: ClickHouseLogLevel.OFF },
     });
   }
 

@@ -108,6 +108,8 @@ export class KafkaEventLog implements EventLog {
   private readonly members = new Set<KafkaMember<unknown>>();
   private connecting: Promise<void> | undefined;
   private closed = false;
+  /** The last connection error kafkajs reported (it retries by itself): the reason of a timeout. */
+  private lastConnectionError: string | undefined;
 
   constructor(private readonly opts: KafkaEventLogOptions) {
     if (!opts.brokers?.length) throw new Error('KafkaEventLog: at least one broker is required');
@@ -157,10 +159,11 @@ export class KafkaEventLog implements EventLog {
   connect(): Promise<void> {
     if (this.closed) return Promise.reject(new Error('the event log is closed'));
     if (!this.connecting) {
+      this.lastConnectionError = undefined;
       const attempt = withDeadline(
         Promise.all([this.admin.connect(), this.producer.connect()]).then(() => undefined),
         this.opts.connectTimeoutMs ?? 5000,
-        'timed out',
+        () => this.lastConnectionError ?? 'no answer',
       ).catch(async (err: unknown) => {
         this.connecting = undefined;
         await Promise.allSettled([this.admin.disconnect(), this.producer.disconnect()]);
@@ -272,12 +275,19 @@ export class KafkaEventLog implements EventLog {
     await Promise.allSettled([this.producer.disconnect(), this.admin.disconnect()]);
   }
 
-  /** kafkajs logs into ours: its INFO is our debug; protocol errors it retries itself become warnings. */
+  /**
+   * kafkajs logs into ours: its INFO is our debug; connection and protocol errors, which it retries
+   * by itself, become warnings (the adapter logs an error when something is really lost: a crash).
+   */
   private routeKafkaLog(entry: LogEntry): void {
     const { namespace, level, log } = entry;
     const { message, ...fields } = log;
+    const transport = namespace === 'Connection' || namespace === 'BrokerPool';
+    if (transport && level <= KafkaLogLevel.WARN) {
+      this.lastConnectionError = String(message).replace(/^Failed to connect to seed broker, trying another broker from the list: /, '');
+    }
     const text = `kafkajs ${namespace}: ${message}`;
-    if (level === KafkaLogLevel.ERROR) this.log(namespace === 'Connection' ? 'warn' : 'error', text, fields);
+    if (level === KafkaLogLevel.ERROR) this.log(transport ? 'warn' : 'error', text, fields);
     else if (level === KafkaLogLevel.WARN) this.log('warn', text, fields);
     else if (level === KafkaLogLevel.INFO) this.log('debug', text, fields);
     else this.log('debug', text, fields);
@@ -338,7 +348,6 @@ class KafkaMember<T> implements Consumer {
       maxWaitTimeInMs: t.maxWaitTimeMs ?? 500,
       allowAutoTopicCreation: false,
       readUncommitted: false,
-      retry: { restartOnFailure: async () => false },
     });
     this.consumer.on(this.consumer.events.GROUP_JOIN, (e) => this.onJoin(e.payload.memberAssignment[d.physicalName] ?? []));
     this.consumer.on(this.consumer.events.CRASH, (e) => this.onCrash(e.payload.error, e.payload.restart));
@@ -350,7 +359,7 @@ class KafkaMember<T> implements Consumer {
 
   async start(): Promise<void> {
     try {
-      await withDeadline(this.consumer.connect(), this.d.connectTimeoutMs, 'timed out');
+      await withDeadline(this.consumer.connect(), this.d.connectTimeoutMs, () => 'no answer');
     } catch (err) {
       throw new Error(`cannot reach Kafka at ${this.d.brokers.join(',')}: ${errorMessage(err)}`);
     }
@@ -556,13 +565,13 @@ class KafkaMember<T> implements Consumer {
   }
 }
 
-/** Rejects with `reason` when `p` has not settled within `ms`. */
-function withDeadline<T>(p: Promise<T>, ms: number, reason: string): Promise<T> {
+/** Rejects with `<reason()> (no connection within <ms> ms)` when `p` has not settled in time. */
+function withDeadline<T>(p: Promise<T>, ms: number, reason: () => string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   return Promise.race([
     p,
     new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`${reason} after ${ms} ms`)), ms);
+      timer = setTimeout(() => reject(new Error(`${reason()} (no connection within ${ms} ms)`)), ms);
     }),
   ]).finally(() => clearTimeout(timer));
 }

@@ -211,6 +211,8 @@ export class RedisRankIndex implements RankIndex {
       throw new Error('RedisRankIndex: loadTtlSeconds must be a positive integer');
     if (typeof opts.redis === 'string') {
       this.redis = new Redis(opts.redis, opts.redisOptions ?? {});
+      // Connection errors surface as rejected commands; without a listener ioredis prints them.
+      this.redis.on('error', () => undefined);
       this.owned = true;
     } else {
       if (opts.redis.options.keyPrefix)
@@ -335,6 +337,10 @@ export class RedisRankIndex implements RankIndex {
   async close(): Promise<void> {
     if (!this.owned) return;
     if (this.redis.status === 'end') return;
+    if (this.redis.status !== 'ready') {
+      this.redis.disconnect();
+      return;
+    }
     try {
       await this.redis.quit();
     } catch {

@@ -29,7 +29,9 @@ export class RedisRateLimiter implements RateLimiter {
   private readonly redis: Redis;
 
   constructor(opts: { url: string; prefix: string }) {
-    this.redis = new Redis(opts.url, { keyPrefix: `${opts.prefix}rl:`, lazyConnect: false, maxRetriesPerRequest: 2 });
+    this.redis = new Redis(opts.url, { keyPrefix: `${opts.prefix}rl:`, maxRetriesPerRequest: 2 });
+    // Connection errors surface as rejected commands; without a listener ioredis prints them.
+    this.redis.on('error', () => undefined);
     this.redis.defineCommand('ludusRateHit', { lua: SCRIPT });
   }
 
