@@ -24,7 +24,11 @@ const errorEnvelope = {
   },
 };
 
-export function buildOpenApi(gateway: GatewayName, routes: RouteSpec[], version: string): Record<string, unknown> {
+export function buildOpenApi(
+  gateway: GatewayName,
+  routes: RouteSpec[],
+  version: string,
+): Record<string, unknown> {
   const set = schemas();
   const paths: Record<string, Record<string, unknown>> = {};
   const used = new Set<string>();
@@ -38,7 +42,12 @@ export function buildOpenApi(gateway: GatewayName, routes: RouteSpec[], version:
     }));
     const queryParams: unknown[] = [];
     if (r.auth.kind === 'admin' && r.auth.tenant !== false && !r.path.includes(':tenant_id')) {
-      queryParams.push({ name: 'tenant_id', in: 'query', required: r.auth.tenant === true, schema: { type: 'string' } });
+      queryParams.push({
+        name: 'tenant_id',
+        in: 'query',
+        required: r.auth.tenant === true,
+        schema: { type: 'string' },
+      });
     }
     if (r.query) {
       const q = set.all.get(r.query) as { properties?: Record<string, unknown>; required?: string[] };
@@ -54,12 +63,18 @@ export function buildOpenApi(gateway: GatewayName, routes: RouteSpec[], version:
       security: security(r),
       responses: {
         [String(r.status ?? 200)]: { description: r.status === 204 ? 'No content' : 'Success' },
-        default: { description: 'Error', content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } },
+        default: {
+          description: 'Error',
+          content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } },
+        },
       },
     };
     if (r.body) {
       used.add(r.body);
-      op.requestBody = { required: true, content: { 'application/json': { schema: { $ref: `#/components/schemas/${r.body}` } } } };
+      op.requestBody = {
+        required: true,
+        content: { 'application/json': { schema: { $ref: `#/components/schemas/${r.body}` } } },
+      };
     }
     (paths[path] ??= {})[r.method.toLowerCase()] = op;
   }
@@ -70,14 +85,27 @@ export function buildOpenApi(gateway: GatewayName, routes: RouteSpec[], version:
   }
   return {
     openapi: '3.1.0',
-    info: { title: TITLES[gateway], version, description: 'See docs/ for guides. Errors use the envelope {error: {code, message, status}}.' },
+    info: {
+      title: TITLES[gateway],
+      version,
+      description: 'See docs/ for guides. Errors use the envelope {error: {code, message, status}}.',
+    },
     paths,
     components: {
       schemas: components,
       securitySchemes: {
         apiKey: { type: 'apiKey', in: 'header', name: 'X-API-Key' },
-        bearer: { type: 'http', scheme: 'bearer', description: 'API key, admin JWT, tenant JWT or end-user JWT' },
-        signature: { type: 'apiKey', in: 'header', name: 'X-Signature', description: 'hmac-sha256=<hex> with X-Tenant-Id and X-Timestamp' },
+        bearer: {
+          type: 'http',
+          scheme: 'bearer',
+          description: 'API key, admin JWT, tenant JWT or end-user JWT',
+        },
+        signature: {
+          type: 'apiKey',
+          in: 'header',
+          name: 'X-Signature',
+          description: 'hmac-sha256=<hex> with X-Tenant-Id and X-Timestamp',
+        },
       },
     },
   };
@@ -100,15 +128,33 @@ const esc = (s: string) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`)
 /** A dependency-free HTML page listing every operation with its schema. */
 export function renderDocsPage(doc: Record<string, unknown>): string {
   const info = doc.info as { title: string; version: string };
-  const paths = doc.paths as Record<string, Record<string, { summary: string; tags: string[]; requestBody?: unknown; parameters: Array<{ name: string; in: string; required: boolean }> }>>;
+  const paths = doc.paths as Record<
+    string,
+    Record<
+      string,
+      {
+        summary: string;
+        tags: string[];
+        requestBody?: unknown;
+        parameters: Array<{ name: string; in: string; required: boolean }>;
+      }
+    >
+  >;
   const comps = (doc.components as { schemas: Record<string, unknown> }).schemas;
   const rows: string[] = [];
   for (const [path, ops] of Object.entries(paths)) {
     for (const [method, op] of Object.entries(ops)) {
-      const params = op.parameters.map((p) => `<code>${esc(p.name)}</code> (${p.in}${p.required ? ', required' : ''})`).join(', ');
-      const ref = (op.requestBody as { content?: Record<string, { schema: { $ref: string } }> } | undefined)?.content?.['application/json']?.schema.$ref;
-      const body = ref ? `<details><summary>Body schema</summary><pre>${esc(JSON.stringify(comps[ref.split('/').pop()!], null, 2))}</pre></details>` : '';
-      rows.push(`<section><h3><span class="m ${method}">${method.toUpperCase()}</span> <code>${esc(path)}</code></h3><p>${esc(op.summary)} <em>[${esc(op.tags.join(', '))}]</em></p>${params ? `<p>Parameters: ${params}</p>` : ''}${body}</section>`);
+      const params = op.parameters
+        .map((p) => `<code>${esc(p.name)}</code> (${p.in}${p.required ? ', required' : ''})`)
+        .join(', ');
+      const ref = (op.requestBody as { content?: Record<string, { schema: { $ref: string } }> } | undefined)
+        ?.content?.['application/json']?.schema.$ref;
+      const body = ref
+        ? `<details><summary>Body schema</summary><pre>${esc(JSON.stringify(comps[ref.split('/').pop()!], null, 2))}</pre></details>`
+        : '';
+      rows.push(
+        `<section><h3><span class="m ${method}">${method.toUpperCase()}</span> <code>${esc(path)}</code></h3><p>${esc(op.summary)} <em>[${esc(op.tags.join(', '))}]</em></p>${params ? `<p>Parameters: ${params}</p>` : ''}${body}</section>`,
+      );
     }
   }
   return `<!doctype html><html><head><meta charset="utf-8"><title>${esc(info.title)}</title>

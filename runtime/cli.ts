@@ -31,13 +31,19 @@ function fail(err: unknown): never {
 }
 
 function config(overrides: Record<string, string | undefined> = {}): Config {
-  return loadConfig({ ...process.env, ...Object.fromEntries(Object.entries(overrides).filter(([, v]) => v)) });
+  return loadConfig({
+    ...process.env,
+    ...Object.fromEntries(Object.entries(overrides).filter(([, v]) => v)),
+  });
 }
 
 async function serve(opts: { roles?: string }): Promise<void> {
   const cfg = config({ LUDUS_ROLES: opts.roles });
   const log = createLogger(cfg.logLevel);
-  log.info({ shape: cfg.shape, roles: cfg.roles, data_dir: cfg.shape === 'embedded' ? cfg.dataDir : undefined }, 'starting');
+  log.info(
+    { shape: cfg.shape, roles: cfg.roles, data_dir: cfg.shape === 'embedded' ? cfg.dataDir : undefined },
+    'starting',
+  );
   const app = await openApp(cfg, log);
   let running;
   try {
@@ -100,10 +106,17 @@ function print(json: boolean, value: unknown, human: () => string): void {
 
 function table(rows: Array<Record<string, unknown>>, cols: string[]): string {
   if (rows.length === 0) return '(none)';
-  const cell = (v: unknown) => (Array.isArray(v) ? v.join(',') : v === null || v === undefined ? '-' : String(v));
+  const cell = (v: unknown) =>
+    Array.isArray(v) ? v.join(',') : v === null || v === undefined ? '-' : String(v);
   const widths = cols.map((c) => Math.max(c.length, ...rows.map((r) => cell(r[c]).length)));
-  const line = (vals: string[]) => vals.map((v, i) => v.padEnd(widths[i]!)).join('  ').trimEnd();
-  return [line(cols.map((c) => c.toUpperCase())), ...rows.map((r) => line(cols.map((c) => cell(r[c]))))].join('\n');
+  const line = (vals: string[]) =>
+    vals
+      .map((v, i) => v.padEnd(widths[i]!))
+      .join('  ')
+      .trimEnd();
+  return [line(cols.map((c) => c.toUpperCase())), ...rows.map((r) => line(cols.map((c) => cell(r[c]))))].join(
+    '\n',
+  );
 }
 
 function runStack(args: string[]): void {
@@ -132,7 +145,9 @@ program
 
 program
   .command('stack')
-  .description('Provision and run the real stack without Docker (delegates to ops/stack): up | down | status | env | logs')
+  .description(
+    'Provision and run the real stack without Docker (delegates to ops/stack): up | down | status | env | logs',
+  )
   .allowUnknownOption()
   .helpOption(false)
   .argument('[args...]', 'arguments for ops/stack')
@@ -151,7 +166,12 @@ tenants
       }
       const s = await store.createTenant({ name, id: opts.id });
       const out = { ...s.tenant, jwt_secret: s.jwtSecret, hmac_secret: s.hmacSecret };
-      print(!!opts.json, out, () => `tenant ${out.id} (${out.name}) created\n  jwt_secret:  ${out.jwt_secret}\n  hmac_secret: ${out.hmac_secret}`);
+      print(
+        !!opts.json,
+        out,
+        () =>
+          `tenant ${out.id} (${out.name}) created\n  jwt_secret:  ${out.jwt_secret}\n  hmac_secret: ${out.hmac_secret}`,
+      );
     }).catch(fail),
   );
 tenants
@@ -187,16 +207,36 @@ keys
   .description('Create an API key and print it (shown once)')
   .requiredOption('--name <name>', 'a name to tell keys apart')
   .requiredOption('--tenants <ids>', 'comma-separated tenant ids, or *')
-  .option('--scopes <scopes>', `comma-separated scopes (${FEATURES.join(', ')} with :read, :write or :*), or *`, '*')
+  .option(
+    '--scopes <scopes>',
+    `comma-separated scopes (${FEATURES.join(', ')} with :read, :write or :*), or *`,
+    '*',
+  )
   .option('--json', 'print JSON')
   .action((opts: { name: string; tenants: string; scopes: string; json?: boolean }) =>
     withTenantStore(async (store) => {
-      const tenant_ids = opts.tenants.split(',').map((x) => x.trim()).filter(Boolean);
-      const scopes = opts.scopes.split(',').map((x) => x.trim()).filter(Boolean);
-      for (const sc of scopes) if (!ALL_SCOPES.includes(sc)) throw new ConfigError('--scopes', `unknown scope ${sc}`);
-      for (const t of tenant_ids) if (t !== '*' && !(await store.getTenant(t))) throw new ConfigError('--tenants', `tenant ${t} not found`);
+      const tenant_ids = opts.tenants
+        .split(',')
+        .map((x) => x.trim())
+        .filter(Boolean);
+      const scopes = opts.scopes
+        .split(',')
+        .map((x) => x.trim())
+        .filter(Boolean);
+      for (const sc of scopes)
+        if (!ALL_SCOPES.includes(sc)) throw new ConfigError('--scopes', `unknown scope ${sc}`);
+      for (const t of tenant_ids)
+        if (t !== '*' && !(await store.getTenant(t)))
+          throw new ConfigError('--tenants', `tenant ${t} not found`);
       const { key, plaintext } = await store.createApiKey({ name: opts.name, tenant_ids, scopes });
-      const out = { id: key.id, key: plaintext, name: key.name, tenant_ids, scopes, created_at: key.created_at };
+      const out = {
+        id: key.id,
+        key: plaintext,
+        name: key.name,
+        tenant_ids,
+        scopes,
+        created_at: key.created_at,
+      };
       print(!!opts.json, out, () => `API key ${out.id} created\n  key: ${out.key}`);
     }).catch(fail),
   );
@@ -207,7 +247,9 @@ keys
   .action((opts: { json?: boolean }) =>
     withTenantStore(async (store) => {
       const list = await store.listApiKeys();
-      print(!!opts.json, list, () => table(list as never, ['id', 'name', 'hint', 'tenant_ids', 'scopes', 'revoked_at']));
+      print(!!opts.json, list, () =>
+        table(list as never, ['id', 'name', 'hint', 'tenant_ids', 'scopes', 'revoked_at']),
+      );
     }).catch(fail),
   );
 keys

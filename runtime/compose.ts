@@ -32,7 +32,12 @@ export class StartupError extends Error {
 }
 
 /** Runs `open` with a deadline, turning any failure into a StartupError naming `variable`. */
-export async function connect<T>(what: string, variable: string, timeoutMs: number, open: () => Promise<T>): Promise<T> {
+export async function connect<T>(
+  what: string,
+  variable: string,
+  timeoutMs: number,
+  open: () => Promise<T>,
+): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   try {
     return await Promise.race([
@@ -52,22 +57,30 @@ export async function openSql(config: Config): Promise<Sql> {
   if (config.adapters.sql === 'pg') {
     const { PgSql } = await import('../adapters/sql/pg');
     const url = config.databaseUrl as string;
-    return connect(`PostgreSQL at ${redact(url)}`, 'LUDUS_DATABASE_URL', config.connectTimeoutMs, async () => {
-      const sql = new PgSql({ url });
-      try {
-        await sql.init();
-      } catch (err) {
-        await closeQuietly(sql);
-        throw err;
-      }
-      return sql;
-    });
+    return connect(
+      `PostgreSQL at ${redact(url)}`,
+      'LUDUS_DATABASE_URL',
+      config.connectTimeoutMs,
+      async () => {
+        const sql = new PgSql({ url });
+        try {
+          await sql.init();
+        } catch (err) {
+          await closeQuietly(sql);
+          throw err;
+        }
+        return sql;
+      },
+    );
   }
   const { PgliteSql } = await import('../adapters/sql/pglite');
   const dir = join(config.dataDir, 'pg');
   mkdirSync(dir, { recursive: true });
-  return connect(`embedded Postgres in ${dir}`, 'LUDUS_DATA_DIR', Math.max(config.connectTimeoutMs, 60000), () =>
-    PgliteSql.open(dir),
+  return connect(
+    `embedded Postgres in ${dir}`,
+    'LUDUS_DATA_DIR',
+    Math.max(config.connectTimeoutMs, 60000),
+    () => PgliteSql.open(dir),
   );
 }
 
@@ -109,12 +122,12 @@ export async function openRanks(config: Config): Promise<RankIndex> {
     const { RedisRankIndex } = await import('../adapters/ranks/redis');
     const url = config.redis.url as string;
     const ranks = new RedisRankIndex({ redis: url, prefix: `${config.redis.prefix}ranks:` });
-    await connect(`Redis at ${redact(url)}`, 'LUDUS_REDIS_URL', config.connectTimeoutMs, () => ranks.ping()).catch(
-      async (err) => {
-        await closeQuietly(ranks);
-        throw err;
-      },
-    );
+    await connect(`Redis at ${redact(url)}`, 'LUDUS_REDIS_URL', config.connectTimeoutMs, () =>
+      ranks.ping(),
+    ).catch(async (err) => {
+      await closeQuietly(ranks);
+      throw err;
+    });
     return ranks;
   }
   const { MemoryRankIndex } = await import('../adapters/ranks/memory');
@@ -131,10 +144,15 @@ export async function openAnalytics(config: Config, sql: Sql): Promise<Analytics
       username: config.clickhouse.username,
       password: config.clickhouse.password,
     });
-    await connect(`ClickHouse at ${redact(url)}`, 'LUDUS_CLICKHOUSE_URL', config.connectTimeoutMs, async () => {
-      await analytics.ping();
-      await analytics.ensureSchema();
-    }).catch(async (err) => {
+    await connect(
+      `ClickHouse at ${redact(url)}`,
+      'LUDUS_CLICKHOUSE_URL',
+      config.connectTimeoutMs,
+      async () => {
+        await analytics.ping();
+        await analytics.ensureSchema();
+      },
+    ).catch(async (err) => {
       await closeQuietly(analytics);
       throw err;
     });

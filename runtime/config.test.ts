@@ -5,7 +5,13 @@ describe('loadConfig', () => {
     const c = loadConfig({});
     expect(c.shape).toBe('embedded');
     expect(c.roles).toEqual([...ROLES]);
-    expect(c.adapters).toEqual({ sql: 'pglite', eventLog: 'local', ranks: 'memory', analytics: 'sql', rateLimiter: 'memory' });
+    expect(c.adapters).toEqual({
+      sql: 'pglite',
+      eventLog: 'local',
+      ranks: 'memory',
+      analytics: 'sql',
+      rateLimiter: 'memory',
+    });
     expect(c.ports).toEqual({ ingest: 8080, admin: 8081, query: 8082 });
     expect(c.dataDir.endsWith('/data')).toBe(true);
   });
@@ -49,16 +55,40 @@ describe('loadConfig', () => {
     ['unknown shape', { LUDUS_SHAPE: 'cloud' }, /^LUDUS_SHAPE: must be one of embedded, distributed/],
     ['unknown role', { LUDUS_ROLES: 'ingest,web' }, /^LUDUS_ROLES: unknown role "web"/],
     ['unknown adapter', { LUDUS_EVENT_LOG: 'rabbit' }, /^LUDUS_EVENT_LOG: must be one of local, kafka/],
-    ['malformed URL', { ...distributed, LUDUS_DATABASE_URL: 'not a url' }, /^LUDUS_DATABASE_URL: is not a valid URL/],
-    ['wrong URL scheme', { ...distributed, LUDUS_REDIS_URL: 'http://x' }, /^LUDUS_REDIS_URL: must use redis: or rediss:/],
-    ['bad broker list', { ...distributed, LUDUS_KAFKA_BROKERS: 'kafka' }, /^LUDUS_KAFKA_BROKERS: must be a comma-separated list/],
+    [
+      'malformed URL',
+      { ...distributed, LUDUS_DATABASE_URL: 'not a url' },
+      /^LUDUS_DATABASE_URL: is not a valid URL/,
+    ],
+    [
+      'wrong URL scheme',
+      { ...distributed, LUDUS_REDIS_URL: 'http://x' },
+      /^LUDUS_REDIS_URL: must use redis: or rediss:/,
+    ],
+    [
+      'bad broker list',
+      { ...distributed, LUDUS_KAFKA_BROKERS: 'kafka' },
+      /^LUDUS_KAFKA_BROKERS: must be a comma-separated list/,
+    ],
     ['missing broker list', { ...distributed, LUDUS_KAFKA_BROKERS: '' }, /^LUDUS_KAFKA_BROKERS: is required/],
-    ['port out of range', { LUDUS_ADMIN_PORT: '70000' }, /^LUDUS_ADMIN_PORT: must be an integer from 0 to 65535/],
+    [
+      'port out of range',
+      { LUDUS_ADMIN_PORT: '70000' },
+      /^LUDUS_ADMIN_PORT: must be an integer from 0 to 65535/,
+    ],
     ['non-numeric port', { LUDUS_QUERY_PORT: '80a' }, /^LUDUS_QUERY_PORT: must be an integer/],
-    ['missing secret key', { ...distributed, LUDUS_SECRET_KEY: '' }, /^LUDUS_SECRET_KEY: is required in the distributed shape/],
+    [
+      'missing secret key',
+      { ...distributed, LUDUS_SECRET_KEY: '' },
+      /^LUDUS_SECRET_KEY: is required in the distributed shape/,
+    ],
     ['short secret key', { ...distributed, LUDUS_SECRET_KEY: 'abcd' }, /^LUDUS_SECRET_KEY: must be 32 bytes/],
     ['short root key', { LUDUS_ROOT_KEY: 'short' }, /^LUDUS_ROOT_KEY: must be at least 32 characters/],
-    ['bad rate limit', { LUDUS_RATE_LIMIT_INGEST: '10/x' }, /^LUDUS_RATE_LIMIT_INGEST: must be "off" or a list/],
+    [
+      'bad rate limit',
+      { LUDUS_RATE_LIMIT_INGEST: '10/x' },
+      /^LUDUS_RATE_LIMIT_INGEST: must be "off" or a list/,
+    ],
     ['hostile database name', { LUDUS_CLICKHOUSE_DATABASE: 'x; DROP' }, /^LUDUS_CLICKHOUSE_DATABASE:/],
   ];
   it.each(bad)('rejects %s with an error naming the variable', (_what, env, message) => {

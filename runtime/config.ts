@@ -58,7 +58,10 @@ export function parseRateLimit(variable: string, raw: string): RateLimitSpec {
   return raw.split(',').map((part) => {
     const m = /^\s*(\d+)\s*\/\s*([smhd])\s*$/.exec(part);
     if (!m || Number(m[1]) < 1) {
-      throw new ConfigError(variable, `must be "off" or a list like 1000/s,10000/m,100000/h,1000000/d (got "${raw}")`);
+      throw new ConfigError(
+        variable,
+        `must be "off" or a list like 1000/s,10000/m,100000/h,1000000/d (got "${raw}")`,
+      );
     }
     return { limit: Number(m[1]), windowMs: UNIT_MS[m[2]!]! };
   });
@@ -143,7 +146,10 @@ export function loadConfig(env: Env = process.env): Config {
   const brokers = brokersRaw ? brokersRaw.split(',').map((b) => b.trim()) : [];
   for (const b of brokers) {
     if (!/^[A-Za-z0-9.\-[\]:]+:\d{1,5}$/.test(b)) {
-      throw new ConfigError('LUDUS_KAFKA_BROKERS', `must be a comma-separated list of host:port (got "${b}")`);
+      throw new ConfigError(
+        'LUDUS_KAFKA_BROKERS',
+        `must be a comma-separated list of host:port (got "${b}")`,
+      );
     }
   }
   const schemaRegistryUrl = url('LUDUS_SCHEMA_REGISTRY_URL', ['http:', 'https:']);
@@ -155,7 +161,11 @@ export function loadConfig(env: Env = process.env): Config {
     if (cond) throw new ConfigError(variable, `is required ${why}`);
   };
   need(adapters.sql === 'pg' && !databaseUrl, 'LUDUS_DATABASE_URL', 'when the SQL adapter is pg');
-  need(adapters.eventLog === 'kafka' && brokers.length === 0, 'LUDUS_KAFKA_BROKERS', 'when the event log is kafka');
+  need(
+    adapters.eventLog === 'kafka' && brokers.length === 0,
+    'LUDUS_KAFKA_BROKERS',
+    'when the event log is kafka',
+  );
   need(
     adapters.eventLog === 'kafka' && !schemaRegistryUrl,
     'LUDUS_SCHEMA_REGISTRY_URL',
@@ -163,15 +173,25 @@ export function loadConfig(env: Env = process.env): Config {
   );
   need(adapters.ranks === 'redis' && !redisUrl, 'LUDUS_REDIS_URL', 'when the rank index is redis');
   need(adapters.rateLimiter === 'redis' && !redisUrl, 'LUDUS_REDIS_URL', 'when the rate limiter is redis');
-  need(adapters.analytics === 'clickhouse' && !clickhouseUrl, 'LUDUS_CLICKHOUSE_URL', 'when analytics is clickhouse');
+  need(
+    adapters.analytics === 'clickhouse' && !clickhouseUrl,
+    'LUDUS_CLICKHOUSE_URL',
+    'when analytics is clickhouse',
+  );
 
   const database = str('LUDUS_CLICKHOUSE_DATABASE', 'ludus');
   if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(database)) {
-    throw new ConfigError('LUDUS_CLICKHOUSE_DATABASE', `must be letters, digits and underscores (got "${database}")`);
+    throw new ConfigError(
+      'LUDUS_CLICKHOUSE_DATABASE',
+      `must be letters, digits and underscores (got "${database}")`,
+    );
   }
   const topicPrefix = str('LUDUS_TOPIC_PREFIX', '');
   if (!/^[A-Za-z0-9._-]*$/.test(topicPrefix)) {
-    throw new ConfigError('LUDUS_TOPIC_PREFIX', `may hold letters, digits, ".", "_" and "-" only (got "${topicPrefix}")`);
+    throw new ConfigError(
+      'LUDUS_TOPIC_PREFIX',
+      `may hold letters, digits, ".", "_" and "-" only (got "${topicPrefix}")`,
+    );
   }
 
   return {
@@ -184,7 +204,11 @@ export function loadConfig(env: Env = process.env): Config {
       admin: int('LUDUS_ADMIN_PORT', 8081, 0, 65535),
       query: int('LUDUS_QUERY_PORT', 8082, 0, 65535),
     },
-    logLevel: oneOf('LUDUS_LOG_LEVEL', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], 'info'),
+    logLevel: oneOf(
+      'LUDUS_LOG_LEVEL',
+      ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'],
+      'info',
+    ),
     adapters,
     databaseUrl,
     kafka: { brokers, schemaRegistryUrl, topicPrefix, clientId: str('LUDUS_KAFKA_CLIENT_ID', 'ludus') },
@@ -198,7 +222,10 @@ export function loadConfig(env: Env = process.env): Config {
     secretKey: secretKey(opt('LUDUS_SECRET_KEY'), dist),
     rootKey: rootKey(opt('LUDUS_ROOT_KEY')),
     rateLimits: {
-      ingest: parseRateLimit('LUDUS_RATE_LIMIT_INGEST', str('LUDUS_RATE_LIMIT_INGEST', '1000/s,10000/m,100000/h,1000000/d')),
+      ingest: parseRateLimit(
+        'LUDUS_RATE_LIMIT_INGEST',
+        str('LUDUS_RATE_LIMIT_INGEST', '1000/s,10000/m,100000/h,1000000/d'),
+      ),
       admin: parseRateLimit('LUDUS_RATE_LIMIT_ADMIN', str('LUDUS_RATE_LIMIT_ADMIN', '100/s,3000/m')),
       query: parseRateLimit('LUDUS_RATE_LIMIT_QUERY', str('LUDUS_RATE_LIMIT_QUERY', '1000/s,30000/m')),
     },
@@ -212,7 +239,10 @@ export function loadConfig(env: Env = process.env): Config {
 function secretKey(raw: string | null, distributed: boolean): Buffer | null {
   if (raw === null) {
     if (distributed) {
-      throw new ConfigError('LUDUS_SECRET_KEY', 'is required in the distributed shape (32 random bytes, base64: openssl rand -base64 32)');
+      throw new ConfigError(
+        'LUDUS_SECRET_KEY',
+        'is required in the distributed shape (32 random bytes, base64: openssl rand -base64 32)',
+      );
     }
     return null;
   }
@@ -222,6 +252,7 @@ function secretKey(raw: string | null, distributed: boolean): Buffer | null {
 }
 
 function rootKey(raw: string | null): string | null {
-  if (raw !== null && raw.length < 32) throw new ConfigError('LUDUS_ROOT_KEY', 'must be at least 32 characters');
+  if (raw !== null && raw.length < 32)
+    throw new ConfigError('LUDUS_ROOT_KEY', 'must be at least 32 characters');
   return raw;
 }

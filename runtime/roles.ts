@@ -59,7 +59,8 @@ export async function startRoles(ctx: AppContext, roles: Role[] = ctx.config.rol
       await serve('admin', config.ports.admin);
       await serve('query', config.ports.query);
     }
-    if (roles.includes('analytics')) consumers.push(await startAnalyticsSink({ ...ctx.adapters, log, metrics: ctx.metrics }));
+    if (roles.includes('analytics'))
+      consumers.push(await startAnalyticsSink({ ...ctx.adapters, log, metrics: ctx.metrics }));
     if (roles.includes('scheduler')) {
       const scheduler = new Scheduler({ sql: ctx.adapters.sql, clock: ctx.clock, log }, []);
       scheduler.start();

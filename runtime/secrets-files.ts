@@ -14,12 +14,17 @@ export interface LocalSecrets {
   rootKeyCreated: boolean;
 }
 
-export function localSecrets(dataDir: string, configured: { secretKey: Buffer | null; rootKey: string | null }, generateRootKey: boolean): LocalSecrets {
+export function localSecrets(
+  dataDir: string,
+  configured: { secretKey: Buffer | null; rootKey: string | null },
+  generateRootKey: boolean,
+): LocalSecrets {
   mkdirSync(dataDir, { recursive: true });
   let secretKey = configured.secretKey;
   if (!secretKey) {
     const file = join(dataDir, 'server.key');
-    if (!existsSync(file)) writeFileSync(file, randomBytes(32).toString('base64') + '\n', { mode: 0o600, flag: 'wx' });
+    if (!existsSync(file))
+      writeFileSync(file, randomBytes(32).toString('base64') + '\n', { mode: 0o600, flag: 'wx' });
     secretKey = Buffer.from(readFileSync(file, 'utf8').trim(), 'base64');
   }
   let rootKey = configured.rootKey;

@@ -21,12 +21,12 @@ export async function openRateLimiter(config: Config): Promise<RateLimiter> {
     const { RedisRateLimiter } = await import('../adapters/ratelimit/redis');
     const url = config.redis.url as string;
     const limiter = new RedisRateLimiter({ url, prefix: config.redis.prefix });
-    await connect(`Redis at ${redact(url)}`, 'LUDUS_REDIS_URL', config.connectTimeoutMs, () => limiter.ping()).catch(
-      async (err) => {
-        await closeQuietly(limiter);
-        throw err;
-      },
-    );
+    await connect(`Redis at ${redact(url)}`, 'LUDUS_REDIS_URL', config.connectTimeoutMs, () =>
+      limiter.ping(),
+    ).catch(async (err) => {
+      await closeQuietly(limiter);
+      throw err;
+    });
     return limiter;
   }
   const { MemoryRateLimiter } = await import('../adapters/ratelimit/memory');

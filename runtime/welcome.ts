@@ -9,11 +9,19 @@ import type { RunningRoles } from './roles';
 
 const DEMO_TENANT = 'demo';
 
-export async function welcome(app: OpenedApp, running: RunningRoles, out: (s: string) => void = (s) => process.stdout.write(s)): Promise<void> {
+export async function welcome(
+  app: OpenedApp,
+  running: RunningRoles,
+  out: (s: string) => void = (s) => process.stdout.write(s),
+): Promise<void> {
   const { ctx } = app;
   const lines: string[] = [];
   if (app.rootKeyCreated && ctx.config.rootKey === null) {
-    lines.push(`Root key (operator routes /v1/tenants, /v1/api-keys; saved in ${ctx.config.dataDir}/root.key):`, `  ${app.rootKey}`, '');
+    lines.push(
+      `Root key (operator routes /v1/tenants, /v1/api-keys; saved in ${ctx.config.dataDir}/root.key):`,
+      `  ${app.rootKey}`,
+      '',
+    );
   }
   const url = (g: string) => running.listening.find((l) => l.gateway === g)?.url;
   if (ctx.config.shape === 'embedded' && (await ctx.services.tenants.listTenants()).length === 0) {
@@ -44,8 +52,16 @@ export async function welcome(app: OpenedApp, running: RunningRoles, out: (s: st
         `    -d '{"event_id":"e-1","type":"match_finished","actor":{"user_id":"alice"},"occurred_at":"${new Date(ctx.clock.now()).toISOString()}","attrs":{"score":42}}'`,
       );
     }
-    if (url('admin')) lines.push('Admin gateway (API reference):', `  curl -H 'X-API-Key: ${plaintext}' ${url('admin')}/openapi.json`);
-    if (url('query')) lines.push('Query gateway (API reference):', `  curl -H 'Authorization: Bearer ${tenantJwt}' ${url('query')}/openapi.json`);
+    if (url('admin'))
+      lines.push(
+        'Admin gateway (API reference):',
+        `  curl -H 'X-API-Key: ${plaintext}' ${url('admin')}/openapi.json`,
+      );
+    if (url('query'))
+      lines.push(
+        'Query gateway (API reference):',
+        `  curl -H 'Authorization: Bearer ${tenantJwt}' ${url('query')}/openapi.json`,
+      );
     lines.push('');
   }
   if (lines.length) out(`\n${lines.join('\n')}\n`);

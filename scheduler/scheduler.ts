@@ -35,7 +35,9 @@ export class Scheduler {
   /** Runs one tick now; resolves false when another instance holds the lock. */
   async tick(): Promise<boolean> {
     return this.deps.sql.tx(async (q) => {
-      const got = await q.query<{ ok: boolean }>('SELECT pg_try_advisory_xact_lock($1) AS ok', [SCHEDULER_LOCK]);
+      const got = await q.query<{ ok: boolean }>('SELECT pg_try_advisory_xact_lock($1) AS ok', [
+        SCHEDULER_LOCK,
+      ]);
       if (!got.rows[0]?.ok) return false;
       const now = this.deps.clock.now();
       for (const job of this.jobs) await job.run(q, now);

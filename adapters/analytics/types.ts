@@ -81,11 +81,28 @@ export interface Analytics {
    * Snapshots of a board with snapshot_time in [from, to), newest first; one summary per
    * (snapshot_time, window_key), ties on snapshot_time by window_key (byte order).
    */
-  listSnapshots(tenantId: string, leaderboardId: string, from: number, to: number, limit: number): Promise<SnapshotSummary[]>;
+  listSnapshots(
+    tenantId: string,
+    leaderboardId: string,
+    from: number,
+    to: number,
+    limit: number,
+  ): Promise<SnapshotSummary[]>;
   /** Entries of one snapshot ordered by rank, then user_id (byte order), paged. */
-  snapshotEntries(tenantId: string, leaderboardId: string, snapshotTime: number, offset: number, limit: number): Promise<SnapshotEntry[]>;
+  snapshotEntries(
+    tenantId: string,
+    leaderboardId: string,
+    snapshotTime: number,
+    offset: number,
+    limit: number,
+  ): Promise<SnapshotEntry[]>;
   /** One user's entry in a snapshot, or null. */
-  snapshotUser(tenantId: string, leaderboardId: string, snapshotTime: number, userId: string): Promise<SnapshotEntry | null>;
+  snapshotUser(
+    tenantId: string,
+    leaderboardId: string,
+    snapshotTime: number,
+    userId: string,
+  ): Promise<SnapshotEntry | null>;
   ping(): Promise<void>;
   close(): Promise<void>;
 }

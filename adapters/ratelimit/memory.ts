@@ -17,7 +17,10 @@ export class MemoryRateLimiter implements RateLimiter {
     if (d.allowed) {
       keys.forEach((k, i) => {
         const w = windows[i]!;
-        this.counters.set(k, { count: counts[i]! + 1, expires: (Math.floor(now / w.windowMs) + 1) * w.windowMs });
+        this.counters.set(k, {
+          count: counts[i]! + 1,
+          expires: (Math.floor(now / w.windowMs) + 1) * w.windowMs,
+        });
       });
     }
     return d;

@@ -30,7 +30,8 @@ export class PgSql implements Sql {
 
   /** Connects once and creates the schema when one was asked for. */
   async init(): Promise<void> {
-    if (this.opts.schema) await this.pool.query(`CREATE SCHEMA IF NOT EXISTS ${quoteIdent(this.opts.schema)}`);
+    if (this.opts.schema)
+      await this.pool.query(`CREATE SCHEMA IF NOT EXISTS ${quoteIdent(this.opts.schema)}`);
     else await this.ping();
   }
 

@@ -126,8 +126,10 @@ export class Authenticator {
     if (!t) throw errors.unauthorized('Invalid token');
     await verifyHs256(token, t.jwtSecret, this.opts.clock);
     if (t.tenant.status !== 'active') throw errors.forbidden('Tenant is suspended');
-    if (claims.sub_type === 'tenant') return { principal: { kind: 'tenant', tenantId, via: 'jwt' }, tenant: t.tenant };
-    if (typeof claims.sub !== 'string' || claims.sub === '') throw errors.unauthorized('End-user token must carry sub, the user id');
+    if (claims.sub_type === 'tenant')
+      return { principal: { kind: 'tenant', tenantId, via: 'jwt' }, tenant: t.tenant };
+    if (typeof claims.sub !== 'string' || claims.sub === '')
+      throw errors.unauthorized('End-user token must carry sub, the user id');
     return { principal: { kind: 'user', tenantId, userId: claims.sub, via: 'jwt' }, tenant: t.tenant };
   }
 
@@ -135,12 +137,18 @@ export class Authenticator {
   private async idpToken(token: string): Promise<{ principal: Principal; tenant: Tenant }> {
     const claims = unverifiedClaims(token);
     if (typeof claims.iss !== 'string') throw errors.unauthorized('Token names no issuer');
-    const candidates = (await this.opts.tenants.listTenants()).filter((t) => t.idp && t.idp.issuer === claims.iss);
+    const candidates = (await this.opts.tenants.listTenants()).filter(
+      (t) => t.idp && t.idp.issuer === claims.iss,
+    );
     const tenant = candidates.find((t) => claims[t.idp!.org_claim] === t.idp!.org_value);
-    if (!tenant || !tenant.idp) throw errors.unauthorized('No tenant for this identity provider and organisation');
+    if (!tenant || !tenant.idp)
+      throw errors.unauthorized('No tenant for this identity provider and organisation');
     let jwks = this.jwks.get(tenant.idp.jwks_url);
     if (!jwks) {
-      jwks = createRemoteJWKSet(new URL(tenant.idp.jwks_url), { timeoutDuration: 3000, cooldownDuration: 30000 });
+      jwks = createRemoteJWKSet(new URL(tenant.idp.jwks_url), {
+        timeoutDuration: 3000,
+        cooldownDuration: 30000,
+      });
       this.jwks.set(tenant.idp.jwks_url, jwks);
     }
     let payload: JWTPayload;
@@ -154,7 +162,8 @@ export class Authenticator {
       throw errors.unauthorized(tokenFailure(err));
     }
     if (tenant.status !== 'active') throw errors.forbidden('Tenant is suspended');
-    if (typeof payload.sub !== 'string' || payload.sub === '') throw errors.unauthorized('Token must carry sub, the user id');
+    if (typeof payload.sub !== 'string' || payload.sub === '')
+      throw errors.unauthorized('Token must carry sub, the user id');
     return { principal: { kind: 'user', tenantId: tenant.id, userId: payload.sub, via: 'idp' }, tenant };
   }
 
@@ -190,7 +199,13 @@ export class Authenticator {
 }
 
 /** The hex HMAC-SHA256 of a signed request (also what clients compute; see docs/authentication.md). */
-export function signRequest(secret: string, method: string, path: string, timestamp: string, body: Buffer | string): string {
+export function signRequest(
+  secret: string,
+  method: string,
+  path: string,
+  timestamp: string,
+  body: Buffer | string,
+): string {
   return createHmac('sha256', secret)
     .update(`${method.toUpperCase()}\n${path}\n${timestamp}\n`)
     .update(body)
@@ -227,6 +242,7 @@ function tokenFailure(err: unknown): string {
   if (code === 'ERR_JWT_EXPIRED') return 'Token expired';
   if (code === 'ERR_JWS_SIGNATURE_VERIFICATION_FAILED') return 'Invalid token signature';
   if (code === 'ERR_JOSE_ALG_NOT_ALLOWED') return 'Token algorithm not allowed';
-  if (code === 'ERR_JWT_CLAIM_VALIDATION_FAILED') return `Token claim check failed: ${(err as Error).message}`;
+  if (code === 'ERR_JWT_CLAIM_VALIDATION_FAILED')
+    return `Token claim check failed: ${(err as Error).message}`;
   return 'Invalid token';
 }

@@ -11,7 +11,14 @@ function describe(p: Principal | null, tenantId: string | null) {
     case 'root':
       return { principal: 'root', tenant_id: tenantId };
     case 'api_key':
-      return { principal: 'api_key', via: p.via, key_id: p.key.id, scopes: p.key.scopes, tenant_ids: p.key.tenant_ids, tenant_id: tenantId };
+      return {
+        principal: 'api_key',
+        via: p.via,
+        key_id: p.key.id,
+        scopes: p.key.scopes,
+        tenant_ids: p.key.tenant_ids,
+        tenant_id: tenantId,
+      };
     case 'tenant':
       return { principal: 'tenant', via: p.via, tenant_id: p.tenantId };
     case 'user':
@@ -20,7 +27,8 @@ function describe(p: Principal | null, tenantId: string | null) {
 }
 
 export function authRoutes(): RouteSpec[] {
-  const whoami: RouteSpec['handler'] = async ({ principal, tenant }) => describe(principal, tenant?.id ?? null);
+  const whoami: RouteSpec['handler'] = async ({ principal, tenant }) =>
+    describe(principal, tenant?.id ?? null);
   return [
     {
       gateway: 'admin',

@@ -12,7 +12,10 @@ const utf8 = new TextDecoder('utf-8', { fatal: true });
  * Too large: 413 PAYLOAD_TOO_LARGE. Malformed UTF-8 or JSON: 400 VALIDATION_ERROR.
  * An empty body parses as undefined.
  */
-export async function readJsonBody(ctx: Koa.Context, limit = DEFAULT_BODY_LIMIT): Promise<{ raw: Buffer; json: unknown }> {
+export async function readJsonBody(
+  ctx: Koa.Context,
+  limit = DEFAULT_BODY_LIMIT,
+): Promise<{ raw: Buffer; json: unknown }> {
   const declared = Number(ctx.get('content-length') || NaN);
   if (declared > limit) throw errors.tooLarge(`Request body exceeds ${limit} bytes`);
   let raw: Buffer;

@@ -37,7 +37,14 @@ const READY_TIMEOUT_MS = 2000;
  */
 export function createGateway(
   name: GatewayName,
-  deps: { log: Logger; metrics: Metrics; checks: ReadinessCheck[]; routes: RouteSpec[]; mount: MountDeps; version: string },
+  deps: {
+    log: Logger;
+    metrics: Metrics;
+    checks: ReadinessCheck[];
+    routes: RouteSpec[];
+    mount: MountDeps;
+    version: string;
+  },
 ): Gateway {
   const app = new Koa<GatewayState>();
   app.proxy = false;

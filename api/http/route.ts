@@ -48,6 +48,7 @@ export interface RouteRequest<B, Q> {
   ctx: Koa.ParameterizedContext<GatewayState>;
 }
 
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- routes of every body and query shape share one list
 export interface RouteSpec<B = any, Q = any> {
   gateway: GatewayName;
   method: Method;
@@ -77,7 +78,12 @@ export interface MountDeps {
 }
 
 /** Mounts the routes of one gateway on its router. */
-export function mountRoutes(router: Router<GatewayState>, gateway: GatewayName, routes: RouteSpec[], deps: MountDeps): void {
+export function mountRoutes(
+  router: Router<GatewayState>,
+  gateway: GatewayName,
+  routes: RouteSpec[],
+  deps: MountDeps,
+): void {
   for (const spec of routes.filter((r) => r.gateway === gateway)) {
     router.register(spec.path, [spec.method], async (ctx: Koa.ParameterizedContext<GatewayState>) => {
       const params = (ctx as unknown as { params: Record<string, string> }).params ?? {};
@@ -100,7 +106,9 @@ export function mountRoutes(router: Router<GatewayState>, gateway: GatewayName, 
       const rawQuery: Record<string, unknown> = { ...ctx.query };
       if (spec.auth.kind === 'admin' && spec.auth.tenant !== false) delete rawQuery.tenant_id;
       if (principal?.kind === 'user') enforceOwnUser(principal.userId, params, rawQuery, json);
-      const query = spec.query ? validateOrThrow(spec.query, rawQuery, 'query', spec.queryErrorCode) : rawQuery;
+      const query = spec.query
+        ? validateOrThrow(spec.query, rawQuery, 'query', spec.queryErrorCode)
+        : rawQuery;
       let body: unknown = json;
       if (spec.body) {
         if (body === undefined) throw errors.validation('Request body is required');
@@ -136,12 +144,18 @@ async function authenticate(
     case 'public':
       return { principal: null, tenant: null };
     case 'root': {
-      const p = await deps.auth.admin({ apiKey: ctx.get('x-api-key'), authorization: ctx.get('authorization') });
+      const p = await deps.auth.admin({
+        apiKey: ctx.get('x-api-key'),
+        authorization: ctx.get('authorization'),
+      });
       if (p.kind !== 'root') throw errors.forbidden('This operator route needs the root key');
       return { principal: p, tenant: null };
     }
     case 'admin': {
-      const p = await deps.auth.admin({ apiKey: ctx.get('x-api-key'), authorization: ctx.get('authorization') });
+      const p = await deps.auth.admin({
+        apiKey: ctx.get('x-api-key'),
+        authorization: ctx.get('authorization'),
+      });
       if (p.kind === 'api_key' && rule.scope !== null && !hasScope(p.key.scopes, rule.scope)) {
         throw errors.forbidden(`API key lacks the scope ${rule.scope}`);
       }
@@ -181,11 +195,21 @@ async function authenticate(
 export function hasScope(granted: string[], needed: string): boolean {
   const [feature] = needed.split(':');
   return granted.some(
-    (g) => g === '*' || g === needed || g === `${feature}:*` || (needed.endsWith(':read') && g === `${feature}:write`),
+    (g) =>
+      g === '*' ||
+      g === needed ||
+      g === `${feature}:*` ||
+      (needed.endsWith(':read') && g === `${feature}:write`),
   );
 }
 
-async function limit(ctx: Koa.Context, spec: RouteSpec, key: string, deps: MountDeps, principal: Principal | null) {
+async function limit(
+  ctx: Koa.Context,
+  spec: RouteSpec,
+  key: string,
+  deps: MountDeps,
+  principal: Principal | null,
+) {
   if (deps.rateLimit.length === 0) return;
   const d = await deps.rateLimiter.hit(key, deps.rateLimit, deps.clock.now());
   ctx.set('X-RateLimit-Limit', String(d.limit));
@@ -200,10 +224,16 @@ async function limit(ctx: Koa.Context, spec: RouteSpec, key: string, deps: Mount
 }
 
 /** An end-user token reaches only its own user: every user_id in the request must be its own. */
-function enforceOwnUser(userId: string, params: Record<string, string>, query: Record<string, unknown>, body: unknown) {
+function enforceOwnUser(
+  userId: string,
+  params: Record<string, string>,
+  query: Record<string, unknown>,
+  body: unknown,
+) {
   const named = [params.user_id, query.user_id, (body as { user_id?: unknown } | undefined)?.user_id];
   for (const u of named) {
-    if (u !== undefined && u !== userId) throw errors.forbidden('An end-user token may only reach its own user');
+    if (u !== undefined && u !== userId)
+      throw errors.forbidden('An end-user token may only reach its own user');
   }
 }
 

@@ -24,7 +24,9 @@ export function schemas(): SchemaSet {
   const ajv = new Ajv({ allErrors: false, strict: true, coerceTypes: false, useDefaults: true });
   addFormats(ajv);
   const all = new Map<string, object>();
-  for (const f of readdirSync(SCHEMA_DIR).filter((x) => x.endsWith('.json')).sort()) {
+  for (const f of readdirSync(SCHEMA_DIR)
+    .filter((x) => x.endsWith('.json'))
+    .sort()) {
     const schema = JSON.parse(readFileSync(join(SCHEMA_DIR, f), 'utf8')) as { $id?: string };
     if (!schema.$id) throw new Error(`schema ${f} has no $id`);
     ajv.addSchema(schema);
@@ -47,7 +49,12 @@ export function schemas(): SchemaSet {
 }
 
 /** Validates `data` (defaults applied in place); throws VALIDATION_ERROR naming the field. */
-export function validateOrThrow<T>(schemaId: string, data: unknown, where: 'body' | 'query', code: 'VALIDATION_ERROR' | 'INVALID_INPUT' = 'VALIDATION_ERROR'): T {
+export function validateOrThrow<T>(
+  schemaId: string,
+  data: unknown,
+  where: 'body' | 'query',
+  code: 'VALIDATION_ERROR' | 'INVALID_INPUT' = 'VALIDATION_ERROR',
+): T {
   const fn = schemas().get(schemaId);
   if (!fn(data)) {
     const message = describeError(fn.errors?.[0], where);

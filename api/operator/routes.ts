@@ -14,7 +14,14 @@ function presentCreated(s: TenantSecrets) {
 }
 
 export function presentTenant(t: Tenant) {
-  return { id: t.id, name: t.name, status: t.status, idp: t.idp, created_at: t.created_at, updated_at: t.updated_at };
+  return {
+    id: t.id,
+    name: t.name,
+    status: t.status,
+    idp: t.idp,
+    created_at: t.created_at,
+    updated_at: t.updated_at,
+  };
 }
 
 export function operatorRoutes(svc: Services): RouteSpec[] {
@@ -60,7 +67,8 @@ export function operatorRoutes(svc: Services): RouteSpec[] {
       summary: 'Get a tenant',
       tag: 'Operator',
       auth: root,
-      handler: async ({ params }) => presentTenant(mustFind(await svc.tenants.getTenant(params.tenant_id!), 'Tenant')),
+      handler: async ({ params }) =>
+        presentTenant(mustFind(await svc.tenants.getTenant(params.tenant_id!), 'Tenant')),
     },
     {
       gateway: 'admin',
@@ -72,7 +80,10 @@ export function operatorRoutes(svc: Services): RouteSpec[] {
       body: 'tenant.update',
       handler: async ({ params, body }) => {
         const t = mustFind(
-          await svc.tenants.updateTenant(params.tenant_id!, body as { name?: string; status?: TenantStatus; idp?: Tenant['idp'] }),
+          await svc.tenants.updateTenant(
+            params.tenant_id!,
+            body as { name?: string; status?: TenantStatus; idp?: Tenant['idp'] },
+          ),
           'Tenant',
         );
         svc.auth.invalidate(t.id);
@@ -104,10 +115,18 @@ export function operatorRoutes(svc: Services): RouteSpec[] {
       handler: async ({ body }) => {
         const b = body as { name: string; tenant_ids: string[]; scopes: string[] };
         for (const t of b.tenant_ids) {
-          if (t !== '*' && !(await svc.tenants.getTenant(t))) throw errors.validation(`body.tenant_ids: tenant ${t} not found`);
+          if (t !== '*' && !(await svc.tenants.getTenant(t)))
+            throw errors.validation(`body.tenant_ids: tenant ${t} not found`);
         }
         const { key, plaintext } = await svc.tenants.createApiKey(b);
-        return { id: key.id, key: plaintext, name: key.name, tenant_ids: key.tenant_ids, scopes: key.scopes, created_at: key.created_at };
+        return {
+          id: key.id,
+          key: plaintext,
+          name: key.name,
+          tenant_ids: key.tenant_ids,
+          scopes: key.scopes,
+          created_at: key.created_at,
+        };
       },
     },
     {

@@ -22,7 +22,12 @@ export class SecretBox {
     const iv = randomBytes(12);
     const c = createCipheriv('aes-256-gcm', this.encKey, iv);
     const body = Buffer.concat([c.update(plain, 'utf8'), c.final()]);
-    return ['v1', iv.toString('base64url'), c.getAuthTag().toString('base64url'), body.toString('base64url')].join('.');
+    return [
+      'v1',
+      iv.toString('base64url'),
+      c.getAuthTag().toString('base64url'),
+      body.toString('base64url'),
+    ].join('.');
   }
 
   decrypt(sealed: string): string {

@@ -77,7 +77,12 @@ function toTenant(r: TenantRow): Tenant {
     status: r.status,
     idp:
       r.idp_jwks_url && r.idp_issuer && r.idp_org_claim && r.idp_org_value
-        ? { jwks_url: r.idp_jwks_url, issuer: r.idp_issuer, org_claim: r.idp_org_claim, org_value: r.idp_org_value }
+        ? {
+            jwks_url: r.idp_jwks_url,
+            issuer: r.idp_issuer,
+            org_claim: r.idp_org_claim,
+            org_value: r.idp_org_value,
+          }
         : null,
     created_at: iso(r.created_at),
     updated_at: iso(r.updated_at),
@@ -146,10 +151,10 @@ export class TenantStore {
 
   /** The tenant whose identity provider issued a token with this issuer and organisation value. */
   async findTenantByIdp(issuer: string, orgValue: string): Promise<Tenant | null> {
-    const r = await this.db.query<TenantRow>('SELECT * FROM tenants WHERE idp_issuer = $1 AND idp_org_value = $2', [
-      issuer,
-      orgValue,
-    ]);
+    const r = await this.db.query<TenantRow>(
+      'SELECT * FROM tenants WHERE idp_issuer = $1 AND idp_org_value = $2',
+      [issuer, orgValue],
+    );
     return r.rows[0] ? toTenant(r.rows[0]) : null;
   }
 
@@ -232,14 +237,19 @@ export class TenantStore {
   /** The live key matching a presented plaintext (keyed-hash lookup, constant-time check). */
   async verifyApiKey(presented: string): Promise<ApiKey | null> {
     const hash = this.box.hash(presented);
-    const r = await this.db.query<KeyRow>('SELECT * FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL', [hash]);
+    const r = await this.db.query<KeyRow>(
+      'SELECT * FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL',
+      [hash],
+    );
     const row = r.rows[0];
     return row && this.box.verifyHash(presented, row.key_hash) ? toKey(row) : null;
   }
 
   /** A live key by id with its plaintext, to verify an admin JWT signed with it. */
   async getApiKeyForJwt(id: string): Promise<VerifiedKey | null> {
-    const r = await this.db.query<KeyRow>('SELECT * FROM api_keys WHERE id = $1 AND revoked_at IS NULL', [id]);
+    const r = await this.db.query<KeyRow>('SELECT * FROM api_keys WHERE id = $1 AND revoked_at IS NULL', [
+      id,
+    ]);
     const row = r.rows[0];
     return row ? { key: toKey(row), plaintext: this.box.decrypt(row.key_enc) } : null;
   }

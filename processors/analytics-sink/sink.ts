@@ -41,10 +41,14 @@ export async function startAnalyticsSink(deps: {
           })),
         );
         await storeOffset(deps.sql, ANALYTICS_GROUP, topic, batch.partition, batch.nextOffset);
-        deps.metrics.consumerRecords.inc({ group: ANALYTICS_GROUP, topic, outcome: 'ok' }, batch.records.length);
+        deps.metrics.consumerRecords.inc(
+          { group: ANALYTICS_GROUP, topic, outcome: 'ok' },
+          batch.records.length,
+        );
         end();
       },
-      onAssignment: (partitions) => deps.log.info({ group: ANALYTICS_GROUP, partitions }, 'partitions assigned'),
+      onAssignment: (partitions) =>
+        deps.log.info({ group: ANALYTICS_GROUP, partitions }, 'partitions assigned'),
     },
   );
 }

@@ -52,7 +52,9 @@ describe.each(adapters)('RateLimiter contract [%s]', (_name, make) => {
 
   it('never lets concurrent hits exceed the limit', async () => {
     const key = uniqueName('c');
-    const ds = await Promise.all(Array.from({ length: 50 }, () => rl.hit(key, [{ limit: 20, windowMs: 60000 }], T0)));
+    const ds = await Promise.all(
+      Array.from({ length: 50 }, () => rl.hit(key, [{ limit: 20, windowMs: 60000 }], T0)),
+    );
     expect(ds.filter((d) => d.allowed)).toHaveLength(20);
   });
 });

@@ -10,7 +10,9 @@ describe.each(sqlAdapters)('SQL contract [%s]', (_name, open) => {
 
   beforeAll(async () => {
     sql = await open();
-    await sql.exec('CREATE TABLE t_accounts (id text PRIMARY KEY, balance bigint NOT NULL CHECK (balance >= 0))');
+    await sql.exec(
+      'CREATE TABLE t_accounts (id text PRIMARY KEY, balance bigint NOT NULL CHECK (balance >= 0))',
+    );
   });
   afterAll(async () => {
     await sql.close();
@@ -18,7 +20,10 @@ describe.each(sqlAdapters)('SQL contract [%s]', (_name, open) => {
 
   it('runs parameterised queries and returns bigint columns as numbers', async () => {
     await sql.query('INSERT INTO t_accounts (id, balance) VALUES ($1, $2)', ['a', 9007199254740991]);
-    const r = await sql.query<{ id: string; balance: number }>('SELECT id, balance FROM t_accounts WHERE id = $1', ['a']);
+    const r = await sql.query<{ id: string; balance: number }>(
+      'SELECT id, balance FROM t_accounts WHERE id = $1',
+      ['a'],
+    );
     expect(r.rows).toEqual([{ id: 'a', balance: 9007199254740991 }]);
     expect(r.rowCount).toBe(1);
   });

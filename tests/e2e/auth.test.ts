@@ -34,13 +34,18 @@ describe.each(SHAPES)('credentials [%s]', (shape) => {
 
   describe('operator routes (root key)', () => {
     it('creates a tenant and shows its secrets once', async () => {
-      const r = await call('POST', `${app.url.admin}/v1/tenants`, { headers: { 'x-api-key': app.rootKey }, body: { name: 'Acme' } });
+      const r = await call('POST', `${app.url.admin}/v1/tenants`, {
+        headers: { 'x-api-key': app.rootKey },
+        body: { name: 'Acme' },
+      });
       expect(r.status).toBe(201);
       expect(r.body).toMatchObject({ name: 'Acme', status: 'active' });
       expect(r.body.id).toMatch(/^[0-9a-f-]{36}$/);
       expect(r.body.jwt_secret).toMatch(/^ldt_/);
       expect(r.body.hmac_secret).toMatch(/^ldh_/);
-      const got = await call('GET', `${app.url.admin}/v1/tenants/${r.body.id}`, { headers: bearer(app.rootKey) });
+      const got = await call('GET', `${app.url.admin}/v1/tenants/${r.body.id}`, {
+        headers: bearer(app.rootKey),
+      });
       expect(got.status).toBe(200);
       expect(got.body.jwt_secret).toBeUndefined();
       expect(got.body.hmac_secret).toBeUndefined();
@@ -51,17 +56,22 @@ describe.each(SHAPES)('credentials [%s]', (shape) => {
     it('refuses operator routes without the root key', async () => {
       const none = await call('GET', `${app.url.admin}/v1/tenants`);
       expect(none.status).toBe(401);
-      expect(none.body).toEqual({ error: { code: 'UNAUTHORIZED', message: expect.stringContaining('Missing credential'), status: 401 } });
+      expect(none.body).toEqual({
+        error: { code: 'UNAUTHORIZED', message: expect.stringContaining('Missing credential'), status: 401 },
+      });
       const key = await createKey(app, ['*']);
       const withKey = await call('GET', `${app.url.admin}/v1/tenants`, { headers: { 'x-api-key': key.key } });
       expect(withKey.status).toBe(403);
       expect(withKey.body.error.code).toBe('FORBIDDEN');
-      const wrong = await call('GET', `${app.url.admin}/v1/tenants`, { headers: { 'x-api-key': app.rootKey + 'x' } });
+      const wrong = await call('GET', `${app.url.admin}/v1/tenants`, {
+        headers: { 'x-api-key': app.rootKey + 'x' },
+      });
       expect(wrong.status).toBe(401);
     });
 
     it('validates bodies with messages naming the field, and changes nothing', async () => {
-      const before = (await call('GET', `${app.url.admin}/v1/tenants`, { headers: bearer(app.rootKey) })).body.total;
+      const before = (await call('GET', `${app.url.admin}/v1/tenants`, { headers: bearer(app.rootKey) })).body
+        .total;
       const cases: Array<[unknown, RegExp]> = [
         [{}, /body\.name is required/],
         [{ name: '' }, /body\.name must NOT have fewer than 1 characters/],
@@ -75,7 +85,10 @@ describe.each(SHAPES)('credentials [%s]', (shape) => {
         expect(r.body.error.code).toBe('VALIDATION_ERROR');
         expect(r.body.error.message).toMatch(message);
       }
-      const malformed = await call('POST', `${app.url.admin}/v1/tenants`, { headers: bearer(app.rootKey), raw: '{"name": ' });
+      const malformed = await call('POST', `${app.url.admin}/v1/tenants`, {
+        headers: bearer(app.rootKey),
+        raw: '{"name": ',
+      });
       expect(malformed.status).toBe(400);
       expect(malformed.body.error.message).toMatch(/^Malformed JSON/);
       const badUtf8 = await call('POST', `${app.url.admin}/v1/tenants`, {
@@ -84,17 +97,22 @@ describe.each(SHAPES)('credentials [%s]', (shape) => {
       });
       expect(badUtf8.status).toBe(400);
       expect(badUtf8.body.error.message).toBe('Request body is not valid UTF-8');
-      const after = (await call('GET', `${app.url.admin}/v1/tenants`, { headers: bearer(app.rootKey) })).body.total;
+      const after = (await call('GET', `${app.url.admin}/v1/tenants`, { headers: bearer(app.rootKey) })).body
+        .total;
       expect(after).toBe(before);
     });
 
     it('answers 409 for a duplicate tenant id and 404 for an unknown one', async () => {
       const body = { name: 'dup', id: `dup-${Date.now()}` };
-      expect((await call('POST', `${app.url.admin}/v1/tenants`, { headers: bearer(app.rootKey), body })).status).toBe(201);
+      expect(
+        (await call('POST', `${app.url.admin}/v1/tenants`, { headers: bearer(app.rootKey), body })).status,
+      ).toBe(201);
       const again = await call('POST', `${app.url.admin}/v1/tenants`, { headers: bearer(app.rootKey), body });
       expect(again.status).toBe(409);
       expect(again.body.error.code).toBe('CONFLICT');
-      const missing = await call('GET', `${app.url.admin}/v1/tenants/nope-nope`, { headers: bearer(app.rootKey) });
+      const missing = await call('GET', `${app.url.admin}/v1/tenants/nope-nope`, {
+        headers: bearer(app.rootKey),
+      });
       expect(missing.status).toBe(404);
     });
 
@@ -114,7 +132,12 @@ describe.each(SHAPES)('credentials [%s]', (shape) => {
       for (const headers of [{ 'x-api-key': key.key }, bearer(key.key)]) {
         const ok = await call('GET', `${app.url.admin}/v1/tenants/${t.id}/whoami`, { headers });
         expect(ok.status).toBe(200);
-        expect(ok.body).toMatchObject({ principal: 'api_key', via: 'api_key', key_id: key.id, tenant_id: t.id });
+        expect(ok.body).toMatchObject({
+          principal: 'api_key',
+          via: 'api_key',
+          key_id: key.id,
+          tenant_id: t.id,
+        });
         const query = await call('GET', `${app.url.admin}/v1/whoami?tenant_id=${t.id}`, { headers });
         expect(query.status).toBe(200);
         const denied = await call('GET', `${app.url.admin}/v1/tenants/${other.id}/whoami`, { headers });
@@ -129,8 +152,12 @@ describe.each(SHAPES)('credentials [%s]', (shape) => {
       const listed = list.body.api_keys.find((k: { id: string }) => k.id === key.id);
       expect(listed).toMatchObject({ id: key.id, hint: key.key.slice(-4), revoked_at: null });
       expect(JSON.stringify(list.body)).not.toContain(key.key);
-      expect((await call('GET', `${app.url.admin}/v1/whoami`, { headers: { 'x-api-key': key.key } })).status).toBe(200);
-      const del = await call('DELETE', `${app.url.admin}/v1/api-keys/${key.id}`, { headers: bearer(app.rootKey) });
+      expect(
+        (await call('GET', `${app.url.admin}/v1/whoami`, { headers: { 'x-api-key': key.key } })).status,
+      ).toBe(200);
+      const del = await call('DELETE', `${app.url.admin}/v1/api-keys/${key.id}`, {
+        headers: bearer(app.rootKey),
+      });
       expect(del.status).toBe(200);
       expect(del.body.revoked_at).not.toBeNull();
       const after = await call('GET', `${app.url.admin}/v1/whoami`, { headers: { 'x-api-key': key.key } });
@@ -164,9 +191,9 @@ describe.each(SHAPES)('credentials [%s]', (shape) => {
       expect(e.status).toBe(401);
       expect(e.body.error.message).toBe('Token expired');
       const wrongKey = await jwt('not-the-key', { sub_type: 'admin', sub_id: key.id });
-      expect((await call('GET', `${app.url.admin}/v1/whoami`, { headers: bearer(wrongKey) })).body.error.message).toBe(
-        'Invalid token signature',
-      );
+      expect(
+        (await call('GET', `${app.url.admin}/v1/whoami`, { headers: bearer(wrongKey) })).body.error.message,
+      ).toBe('Invalid token signature');
       const noSub = await jwt(key.key, { sub_type: 'tenant', sub_id: key.id });
       expect((await call('GET', `${app.url.admin}/v1/whoami`, { headers: bearer(noSub) })).status).toBe(401);
     });
@@ -199,7 +226,9 @@ describe.each(SHAPES)('credentials [%s]', (shape) => {
 
     it('requires the path tenant to be the credential tenant on long forms', async () => {
       const token = await tenantToken(t);
-      expect((await call('GET', `${app.url.query}/v1/whoami/${t.id}`, { headers: bearer(token) })).status).toBe(200);
+      expect(
+        (await call('GET', `${app.url.query}/v1/whoami/${t.id}`, { headers: bearer(token) })).status,
+      ).toBe(200);
       const r = await call('GET', `${app.url.query}/v1/whoami/${other.id}`, { headers: bearer(token) });
       expect(r.status).toBe(403);
     });
@@ -212,12 +241,39 @@ describe.each(SHAPES)('credentials [%s]', (shape) => {
         ['not bearer', { authorization: 'Basic abc' }, 401, /Missing credential/],
         ['malformed', bearer('abc.def'), 401, /Malformed token/],
         ['garbage parts', bearer('a.b.c'), 401, /Malformed token/],
-        ['expired', bearer(await jwt(t.jwt_secret, { sub_type: 'tenant', sub_id: t.id }, -5)), 401, /Token expired/],
-        ['wrong secret', bearer(await jwt(other.jwt_secret, { sub_type: 'tenant', sub_id: t.id })), 401, /Invalid token signature/],
-        ['alg none', bearer(`${b64({ alg: 'none', typ: 'JWT' })}.${b64({ sub_type: 'tenant', sub_id: t.id, exp: now + 60 })}.`), 401, /Unsupported token algorithm none/],
-        ['unknown tenant', bearer(await jwt(t.jwt_secret, { sub_type: 'tenant', sub_id: 'ghost' })), 401, /Invalid token/],
+        [
+          'expired',
+          bearer(await jwt(t.jwt_secret, { sub_type: 'tenant', sub_id: t.id }, -5)),
+          401,
+          /Token expired/,
+        ],
+        [
+          'wrong secret',
+          bearer(await jwt(other.jwt_secret, { sub_type: 'tenant', sub_id: t.id })),
+          401,
+          /Invalid token signature/,
+        ],
+        [
+          'alg none',
+          bearer(
+            `${b64({ alg: 'none', typ: 'JWT' })}.${b64({ sub_type: 'tenant', sub_id: t.id, exp: now + 60 })}.`,
+          ),
+          401,
+          /Unsupported token algorithm none/,
+        ],
+        [
+          'unknown tenant',
+          bearer(await jwt(t.jwt_secret, { sub_type: 'tenant', sub_id: 'ghost' })),
+          401,
+          /Invalid token/,
+        ],
         ['no sub_type', bearer(await jwt(t.jwt_secret, { sub_id: t.id })), 401, /sub_type/],
-        ['user without sub', bearer(await jwt(t.jwt_secret, { sub_type: 'user', tenant_id: t.id })), 401, /must carry sub/],
+        [
+          'user without sub',
+          bearer(await jwt(t.jwt_secret, { sub_type: 'user', tenant_id: t.id })),
+          401,
+          /must carry sub/,
+        ],
         ['API key on query', bearer((await createKey(app, ['*'])).key), 401, /Malformed token/],
       ];
       for (const [what, headers, status, message] of cases) {
@@ -229,7 +285,9 @@ describe.each(SHAPES)('credentials [%s]', (shape) => {
 
     it('rejects an HS256 token made with a public key (algorithm confusion)', async () => {
       const { publicKey, privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
-      const jwks = await startJwks([{ ...(await exportJWK(publicKey)), kid: 'k1', alg: 'RS256', use: 'sig' }]);
+      const jwks = await startJwks([
+        { ...(await exportJWK(publicKey)), kid: 'k1', alg: 'RS256', use: 'sig' },
+      ]);
       try {
         const issuer = `https://idp.example/${t.id}`;
         const put = await call('PUT', `${app.url.admin}/v1/tenants/${t.id}`, {
@@ -262,9 +320,14 @@ describe.each(SHAPES)('credentials [%s]', (shape) => {
           .setSubject('bob')
           .setExpirationTime('1h')
           .sign(pk);
-        expect((await call('GET', `${app.url.query}/v1/whoami`, { headers: bearer(foreign) })).status).toBe(401);
+        expect((await call('GET', `${app.url.query}/v1/whoami`, { headers: bearer(foreign) })).status).toBe(
+          401,
+        );
       } finally {
-        await call('PUT', `${app.url.admin}/v1/tenants/${t.id}`, { headers: bearer(app.rootKey), body: { idp: null } });
+        await call('PUT', `${app.url.admin}/v1/tenants/${t.id}`, {
+          headers: bearer(app.rootKey),
+          body: { idp: null },
+        });
         await jwks.close();
       }
     });
@@ -273,21 +336,35 @@ describe.each(SHAPES)('credentials [%s]', (shape) => {
       const s = await createTenant(app);
       const token = await tenantToken(s);
       expect((await call('GET', `${app.url.query}/v1/whoami`, { headers: bearer(token) })).status).toBe(200);
-      const put = await call('PUT', `${app.url.admin}/v1/tenants/${s.id}`, { headers: bearer(app.rootKey), body: { status: 'suspended' } });
+      const put = await call('PUT', `${app.url.admin}/v1/tenants/${s.id}`, {
+        headers: bearer(app.rootKey),
+        body: { status: 'suspended' },
+      });
       expect(put.body.status).toBe('suspended');
       const r = await call('GET', `${app.url.query}/v1/whoami`, { headers: bearer(token) });
       expect(r.status).toBe(403);
       expect(r.body).toEqual({ error: { code: 'FORBIDDEN', message: 'Tenant is suspended', status: 403 } });
       const key = await createKey(app, [s.id]);
-      expect((await call('GET', `${app.url.admin}/v1/tenants/${s.id}/whoami`, { headers: { 'x-api-key': key.key } })).status).toBe(403);
-      await call('PUT', `${app.url.admin}/v1/tenants/${s.id}`, { headers: bearer(app.rootKey), body: { status: 'active' } });
+      expect(
+        (
+          await call('GET', `${app.url.admin}/v1/tenants/${s.id}/whoami`, {
+            headers: { 'x-api-key': key.key },
+          })
+        ).status,
+      ).toBe(403);
+      await call('PUT', `${app.url.admin}/v1/tenants/${s.id}`, {
+        headers: bearer(app.rootKey),
+        body: { status: 'active' },
+      });
       expect((await call('GET', `${app.url.query}/v1/whoami`, { headers: bearer(token) })).status).toBe(200);
     });
 
     it('stops old tokens at once when secrets are rotated', async () => {
       const s = await createTenant(app);
       const old = await tenantToken(s);
-      const rot = await call('POST', `${app.url.admin}/v1/tenants/${s.id}/rotate-secrets`, { headers: bearer(app.rootKey) });
+      const rot = await call('POST', `${app.url.admin}/v1/tenants/${s.id}/rotate-secrets`, {
+        headers: bearer(app.rootKey),
+      });
       expect(rot.status).toBe(200);
       expect(rot.body.jwt_secret).not.toBe(s.jwt_secret);
       expect((await call('GET', `${app.url.query}/v1/whoami`, { headers: bearer(old) })).status).toBe(401);
@@ -303,13 +380,21 @@ describe.each(SHAPES)('credentials [%s]', (shape) => {
     it('accepts a correctly signed request on ingestion and on query long forms', async () => {
       const ts = Math.floor(Date.now() / 1000);
       const r = await call('GET', `${app.url.ingest}/v1/whoami`, {
-        headers: { 'x-tenant-id': t.id, 'x-timestamp': String(ts), 'x-signature': sign(t.hmac_secret, '/v1/whoami', ts) },
+        headers: {
+          'x-tenant-id': t.id,
+          'x-timestamp': String(ts),
+          'x-signature': sign(t.hmac_secret, '/v1/whoami', ts),
+        },
       });
       expect(r.status).toBe(200);
       expect(r.body).toEqual({ principal: 'tenant', via: 'signature', tenant_id: t.id });
       const path = `/v1/whoami/${t.id}`;
       const q = await call('GET', `${app.url.query}${path}?x=1`, {
-        headers: { 'x-tenant-id': t.id, 'x-timestamp': String(ts), 'x-signature': sign(t.hmac_secret, path, ts) },
+        headers: {
+          'x-tenant-id': t.id,
+          'x-timestamp': String(ts),
+          'x-signature': sign(t.hmac_secret, path, ts),
+        },
       });
       expect(q.status).toBe(200);
     });
@@ -321,12 +406,58 @@ describe.each(SHAPES)('credentials [%s]', (shape) => {
         ['no timestamp', { 'x-tenant-id': t.id, 'x-signature': good }, 401, 'AUTH_002'],
         ['no signature', { 'x-tenant-id': t.id, 'x-timestamp': String(ts) }, 401, 'AUTH_002'],
         ['no tenant', { 'x-timestamp': String(ts), 'x-signature': good }, 401, 'AUTH_002'],
-        ['bad signature', { 'x-tenant-id': t.id, 'x-timestamp': String(ts), 'x-signature': sign(other.hmac_secret, '/v1/whoami', ts) }, 401, 'AUTH_001'],
-        ['malformed signature', { 'x-tenant-id': t.id, 'x-timestamp': String(ts), 'x-signature': 'sha1=abc' }, 401, 'AUTH_001'],
-        ['replayed outside the window', { 'x-tenant-id': t.id, 'x-timestamp': String(ts - 301), 'x-signature': sign(t.hmac_secret, '/v1/whoami', ts - 301) }, 401, 'AUTH_004'],
-        ['from the future', { 'x-tenant-id': t.id, 'x-timestamp': String(ts + 400), 'x-signature': sign(t.hmac_secret, '/v1/whoami', ts + 400) }, 401, 'AUTH_004'],
-        ['unknown tenant', { 'x-tenant-id': 'ghost', 'x-timestamp': String(ts), 'x-signature': good }, 401, 'AUTH_005'],
-        ['signed for another path', { 'x-tenant-id': t.id, 'x-timestamp': String(ts), 'x-signature': sign(t.hmac_secret, '/v1/other', ts) }, 401, 'AUTH_001'],
+        [
+          'bad signature',
+          {
+            'x-tenant-id': t.id,
+            'x-timestamp': String(ts),
+            'x-signature': sign(other.hmac_secret, '/v1/whoami', ts),
+          },
+          401,
+          'AUTH_001',
+        ],
+        [
+          'malformed signature',
+          { 'x-tenant-id': t.id, 'x-timestamp': String(ts), 'x-signature': 'sha1=abc' },
+          401,
+          'AUTH_001',
+        ],
+        [
+          'replayed outside the window',
+          {
+            'x-tenant-id': t.id,
+            'x-timestamp': String(ts - 301),
+            'x-signature': sign(t.hmac_secret, '/v1/whoami', ts - 301),
+          },
+          401,
+          'AUTH_004',
+        ],
+        [
+          'from the future',
+          {
+            'x-tenant-id': t.id,
+            'x-timestamp': String(ts + 400),
+            'x-signature': sign(t.hmac_secret, '/v1/whoami', ts + 400),
+          },
+          401,
+          'AUTH_004',
+        ],
+        [
+          'unknown tenant',
+          { 'x-tenant-id': 'ghost', 'x-timestamp': String(ts), 'x-signature': good },
+          401,
+          'AUTH_005',
+        ],
+        [
+          'signed for another path',
+          {
+            'x-tenant-id': t.id,
+            'x-timestamp': String(ts),
+            'x-signature': sign(t.hmac_secret, '/v1/other', ts),
+          },
+          401,
+          'AUTH_001',
+        ],
       ];
       for (const [what, headers, status, code] of cases) {
         const r = await call('GET', `${app.url.ingest}/v1/whoami`, { headers });
@@ -338,7 +469,11 @@ describe.each(SHAPES)('credentials [%s]', (shape) => {
     it('is not accepted on the query short forms', async () => {
       const ts = Math.floor(Date.now() / 1000);
       const r = await call('GET', `${app.url.query}/v1/whoami`, {
-        headers: { 'x-tenant-id': t.id, 'x-timestamp': String(ts), 'x-signature': sign(t.hmac_secret, '/v1/whoami', ts) },
+        headers: {
+          'x-tenant-id': t.id,
+          'x-timestamp': String(ts),
+          'x-signature': sign(t.hmac_secret, '/v1/whoami', ts),
+        },
       });
       expect(r.status).toBe(401);
     });
@@ -364,7 +499,9 @@ describe.each(SHAPES)('credentials [%s]', (shape) => {
     it('hides internals of unexpected errors and echoes a safe request id', async () => {
       const r = await fetch(`${app.url.admin}/v1/whoami`, { headers: { 'x-request-id': 'abc-123' } });
       expect(r.headers.get('x-request-id')).toBe('abc-123');
-      const hostile = await fetch(`${app.url.admin}/v1/whoami`, { headers: { 'x-request-id': 'a b<script>' } });
+      const hostile = await fetch(`${app.url.admin}/v1/whoami`, {
+        headers: { 'x-request-id': 'a b<script>' },
+      });
       expect(hostile.headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/);
     });
   });
@@ -377,5 +514,8 @@ async function startJwks(keys: object[]): Promise<{ url: string; close(): Promis
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   const { port } = server.address() as AddressInfo;
-  return { url: `http://127.0.0.1:${port}/jwks.json`, close: () => new Promise((r) => server.close(() => r())) };
+  return {
+    url: `http://127.0.0.1:${port}/jwks.json`,
+    close: () => new Promise((r) => server.close(() => r())),
+  };
 }

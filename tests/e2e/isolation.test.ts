@@ -13,7 +13,15 @@
 import { allRoutes } from '../../api/routes';
 import type { RouteSpec } from '../../api/http/route';
 import { schemas } from '../../api/http/validate';
-import { call, createKey, createTenant, startTestApp, tenantToken, userToken, type TestApp } from '../support/app';
+import {
+  call,
+  createKey,
+  createTenant,
+  startTestApp,
+  tenantToken,
+  userToken,
+  type TestApp,
+} from '../support/app';
 
 describe('tenant isolation across every admin and query route', () => {
   let app: TestApp;
@@ -33,7 +41,9 @@ describe('tenant isolation across every admin and query route', () => {
   afterAll(() => app.stop());
 
   const fill = (path: string, tenantId: string) =>
-    path.replace(/:([A-Za-z_]+)/g, (_m, name: string) => (name === 'tenant_id' ? tenantId : name === 'user_id' ? 'alice' : `${canary}-${name}`));
+    path.replace(/:([A-Za-z_]+)/g, (_m, name: string) =>
+      name === 'tenant_id' ? tenantId : name === 'user_id' ? 'alice' : `${canary}-${name}`,
+    );
 
   it('has routes to check', () => {
     expect(routes.filter((r) => r.gateway === 'admin').length).toBeGreaterThan(3);
@@ -42,10 +52,15 @@ describe('tenant isolation across every admin and query route', () => {
 
   it("refuses tenant B's API key on every admin route acting on tenant A", async () => {
     const checked: string[] = [];
-    for (const r of routes.filter((x) => x.gateway === 'admin' && x.auth.kind === 'admin' && x.auth.tenant !== false)) {
+    for (const r of routes.filter(
+      (x) => x.gateway === 'admin' && x.auth.kind === 'admin' && x.auth.tenant !== false,
+    )) {
       const path = fill(r.path, a.id);
       const url = `${app.url.admin}${path}${r.path.includes(':tenant_id') ? '' : `?tenant_id=${encodeURIComponent(a.id)}`}`;
-      const res = await call(r.method, url, { headers: { 'x-api-key': keyB }, body: r.method === 'GET' || r.method === 'DELETE' ? undefined : {} });
+      const res = await call(r.method, url, {
+        headers: { 'x-api-key': keyB },
+        body: r.method === 'GET' || r.method === 'DELETE' ? undefined : {},
+      });
       expect([r.method, r.path, res.status]).toEqual([r.method, r.path, 403]);
       expect(JSON.stringify(res.body)).not.toContain(canary);
       checked.push(`${r.method} ${r.path}`);
@@ -70,9 +85,18 @@ describe('tenant isolation across every admin and query route', () => {
         headers: { authorization: `Bearer ${tokenB}` },
         body: r.method === 'GET' || r.method === 'DELETE' ? undefined : {},
       });
-      if (r.path.includes(':tenant_id')) expect([r.method, r.path, res.status]).toEqual([r.method, r.path, 403]);
-      expect([r.method, r.path, JSON.stringify(res.body ?? '')]).toEqual([r.method, r.path, expect.not.stringContaining(canary)]);
-      expect([r.method, r.path, JSON.stringify(res.body ?? '')]).toEqual([r.method, r.path, expect.not.stringContaining(a.id)]);
+      if (r.path.includes(':tenant_id'))
+        expect([r.method, r.path, res.status]).toEqual([r.method, r.path, 403]);
+      expect([r.method, r.path, JSON.stringify(res.body ?? '')]).toEqual([
+        r.method,
+        r.path,
+        expect.not.stringContaining(canary),
+      ]);
+      expect([r.method, r.path, JSON.stringify(res.body ?? '')]).toEqual([
+        r.method,
+        r.path,
+        expect.not.stringContaining(a.id),
+      ]);
     }
   });
 
@@ -80,7 +104,8 @@ describe('tenant isolation across every admin and query route', () => {
     const mallory = await userToken(a, 'mallory');
     const namesUser = (r: RouteSpec): 'path' | 'query' | 'body' | null => {
       if (r.path.includes(':user_id')) return 'path';
-      const props = (id?: string) => ((id ? schemas().all.get(id) : undefined) as { properties?: object } | undefined)?.properties ?? {};
+      const props = (id?: string) =>
+        ((id ? schemas().all.get(id) : undefined) as { properties?: object } | undefined)?.properties ?? {};
       if (r.query && 'user_id' in props(r.query)) return 'query';
       if (r.body && 'user_id' in props(r.body)) return 'body';
       return null;
@@ -92,7 +117,12 @@ describe('tenant isolation across every admin and query route', () => {
       const url = `${app.url.query}${path}${where === 'query' ? '?user_id=alice' : ''}`;
       const res = await call(r.method, url, {
         headers: { authorization: `Bearer ${mallory}` },
-        body: where === 'body' ? { user_id: 'alice' } : r.method === 'GET' || r.method === 'DELETE' ? undefined : {},
+        body:
+          where === 'body'
+            ? { user_id: 'alice' }
+            : r.method === 'GET' || r.method === 'DELETE'
+              ? undefined
+              : {},
       });
       expect([r.method, r.path, res.status]).toEqual([r.method, r.path, 403]);
     }

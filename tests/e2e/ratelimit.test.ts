@@ -3,12 +3,26 @@
  * limit, in both shapes; in the distributed shape two instances share one budget.
  */
 import { signRequest } from '../../api/auth/authenticator';
-import { call, createTenant, SHAPES, shapeEnv, startTestApp, tenantToken, type TestApp } from '../support/app';
+import {
+  call,
+  createTenant,
+  SHAPES,
+  shapeEnv,
+  startTestApp,
+  tenantToken,
+  type TestApp,
+} from '../support/app';
 
 describe.each(SHAPES)('rate limits [%s]', (shape) => {
   let app: TestApp;
   beforeAll(async () => {
-    app = await startTestApp(shape, { env: { LUDUS_RATE_LIMIT_QUERY: '5/m', LUDUS_RATE_LIMIT_INGEST: '3/m', LUDUS_RATE_LIMIT_ADMIN: '1000/s' } });
+    app = await startTestApp(shape, {
+      env: {
+        LUDUS_RATE_LIMIT_QUERY: '5/m',
+        LUDUS_RATE_LIMIT_INGEST: '3/m',
+        LUDUS_RATE_LIMIT_ADMIN: '1000/s',
+      },
+    });
   });
   afterAll(() => app.stop());
 
@@ -32,12 +46,16 @@ describe.each(SHAPES)('rate limits [%s]', (shape) => {
     }
     expect(statuses).toEqual([200, 200, 200, 200, 200, 429]);
     // Another tenant has its own budget.
-    const o = await call('GET', `${app.url.query}/v1/whoami`, { headers: { authorization: `Bearer ${await tenantToken(other)}` } });
+    const o = await call('GET', `${app.url.query}/v1/whoami`, {
+      headers: { authorization: `Bearer ${await tenantToken(other)}` },
+    });
     expect(o.status).toBe(200);
     // Admin responses carry the headers too.
     const a = await call('GET', `${app.url.admin}/v1/whoami`, { headers: { 'x-api-key': app.rootKey } });
     expect(a.status).toBe(200);
-    const a2 = await call('GET', `${app.url.admin}/v1/tenants/${t.id}/whoami`, { headers: { 'x-api-key': app.rootKey } });
+    const a2 = await call('GET', `${app.url.admin}/v1/tenants/${t.id}/whoami`, {
+      headers: { 'x-api-key': app.rootKey },
+    });
     expect(a2.headers.get('x-ratelimit-limit')).toBe('1000');
   });
 
@@ -47,7 +65,11 @@ describe.each(SHAPES)('rate limits [%s]', (shape) => {
     for (let i = 0; i < 4; i++) {
       const ts = String(Math.floor(Date.now() / 1000));
       const r = await call('GET', `${app.url.ingest}/v1/whoami`, {
-        headers: { 'x-tenant-id': t.id, 'x-timestamp': ts, 'x-signature': `hmac-sha256=${signRequest(t.hmac_secret, 'GET', '/v1/whoami', ts, '')}` },
+        headers: {
+          'x-tenant-id': t.id,
+          'x-timestamp': ts,
+          'x-signature': `hmac-sha256=${signRequest(t.hmac_secret, 'GET', '/v1/whoami', ts, '')}`,
+        },
       });
       codes.push(r.status === 429 ? r.body.code : String(r.status));
       expect(r.headers.get('x-ratelimit-limit')).toBe('3');

@@ -7,7 +7,12 @@ import { join } from 'node:path';
 import { childEnv, spawnCli, type Spawned } from '../support/process';
 import { shapeEnv } from '../support/app';
 
-const fromZero = { LUDUS_INGEST_PORT: '0', LUDUS_ADMIN_PORT: '0', LUDUS_QUERY_PORT: '0', LUDUS_HOST: '127.0.0.1' };
+const fromZero = {
+  LUDUS_INGEST_PORT: '0',
+  LUDUS_ADMIN_PORT: '0',
+  LUDUS_QUERY_PORT: '0',
+  LUDUS_HOST: '127.0.0.1',
+};
 
 async function expectServing(p: Spawned): Promise<void> {
   const up = await p.waitForLog((l) => l.msg === 'ludus is up', 60000);
@@ -24,7 +29,9 @@ async function expectServing(p: Spawned): Promise<void> {
     expect(body.database).toBe('ok');
     const metrics = await fetch(`${base}/metrics`);
     expect(metrics.headers.get('content-type')).toMatch(/text\/plain/);
-    expect(await metrics.text()).toMatch(/ludus_http_requests_total\{gateway="[a-z]+",method="GET",route="\/health",status="200"\}/);
+    expect(await metrics.text()).toMatch(
+      /ludus_http_requests_total\{gateway="[a-z]+",method="GET",route="\/health",status="200"\}/,
+    );
     const missing = await fetch(`${base}/v1/nope`);
     expect(missing.status).toBe(404);
     expect(await missing.json()).toEqual({
@@ -54,7 +61,12 @@ describe('ludus serve [embedded]', () => {
       const migrated = p.logs.find((l) => l.msg === 'migrations applied');
       expect(migrated).toBeDefined();
       const adapters = p.logs.find((l) => l.msg === 'adapters ready');
-      expect(adapters).toMatchObject({ sql: 'pglite', event_log: 'local', ranks: 'memory', analytics: 'sql' });
+      expect(adapters).toMatchObject({
+        sql: 'pglite',
+        event_log: 'local',
+        ranks: 'memory',
+        analytics: 'sql',
+      });
     } finally {
       await expectGracefulStop(p);
     }
@@ -75,14 +87,16 @@ describe('ludus serve [embedded]', () => {
 
 describe('ludus serve [distributed]', () => {
   it('runs every role against Kafka, the schema registry, Postgres, Redis and ClickHouse', async () => {
-    const p = spawnCli(
-      ['serve'],
-      childEnv({ ...fromZero, ...shapeEnv('distributed') }),
-    );
+    const p = spawnCli(['serve'], childEnv({ ...fromZero, ...shapeEnv('distributed') }));
     try {
       await expectServing(p);
       const adapters = p.logs.find((l) => l.msg === 'adapters ready');
-      expect(adapters).toMatchObject({ sql: 'pg', event_log: 'kafka', ranks: 'redis', analytics: 'clickhouse' });
+      expect(adapters).toMatchObject({
+        sql: 'pg',
+        event_log: 'kafka',
+        ranks: 'redis',
+        analytics: 'clickhouse',
+      });
     } finally {
       await expectGracefulStop(p);
     }
@@ -94,7 +108,11 @@ describe('bad configuration fails at start with one clear line naming the variab
   const cases: Array<[string, Record<string, string>, string]> = [
     ['an unreachable Kafka', { LUDUS_KAFKA_BROKERS: '127.0.0.1:1' }, 'LUDUS_KAFKA_BROKERS'],
     ['a malformed database URL', { LUDUS_DATABASE_URL: 'postgres//nope' }, 'LUDUS_DATABASE_URL'],
-    ['an unreachable Postgres', { LUDUS_DATABASE_URL: 'postgres://postgres@127.0.0.1:1/ludus' }, 'LUDUS_DATABASE_URL'],
+    [
+      'an unreachable Postgres',
+      { LUDUS_DATABASE_URL: 'postgres://postgres@127.0.0.1:1/ludus' },
+      'LUDUS_DATABASE_URL',
+    ],
     ['an unreachable Redis', { LUDUS_REDIS_URL: 'redis://127.0.0.1:1' }, 'LUDUS_REDIS_URL'],
     ['an unreachable ClickHouse', { LUDUS_CLICKHOUSE_URL: 'http://127.0.0.1:1' }, 'LUDUS_CLICKHOUSE_URL'],
     ['an unknown shape', { LUDUS_SHAPE: 'cloud' }, 'LUDUS_SHAPE'],

@@ -107,7 +107,10 @@ export async function call(
 
 /** Creates a tenant through the operator route; returns its id and secrets. */
 export async function createTenant(app: TestApp, name = uniqueName('tenant')) {
-  const r = await call('POST', `${app.url.admin}/v1/tenants`, { headers: { 'x-api-key': app.rootKey }, body: { name } });
+  const r = await call('POST', `${app.url.admin}/v1/tenants`, {
+    headers: { 'x-api-key': app.rootKey },
+    body: { name },
+  });
   if (r.status !== 201) throw new Error(`tenant create failed: ${r.status} ${JSON.stringify(r.body)}`);
   return r.body as { id: string; name: string; jwt_secret: string; hmac_secret: string };
 }
@@ -132,6 +135,7 @@ export async function jwt(secret: string, claims: Record<string, unknown>, expIn
     .sign(new TextEncoder().encode(secret));
 }
 
-export const tenantToken = (t: { id: string; jwt_secret: string }) => jwt(t.jwt_secret, { sub_type: 'tenant', sub_id: t.id });
+export const tenantToken = (t: { id: string; jwt_secret: string }) =>
+  jwt(t.jwt_secret, { sub_type: 'tenant', sub_id: t.id });
 export const userToken = (t: { id: string; jwt_secret: string }, user: string) =>
   jwt(t.jwt_secret, { sub_type: 'user', tenant_id: t.id, sub: user });

@@ -19,12 +19,19 @@ export interface Spawned {
   logs: Array<Record<string, unknown>>;
   stderr(): string;
   /** Resolves with the first log line matching, or rejects after timeoutMs. */
-  waitForLog(match: (l: Record<string, unknown>) => boolean, timeoutMs?: number): Promise<Record<string, unknown>>;
+  waitForLog(
+    match: (l: Record<string, unknown>) => boolean,
+    timeoutMs?: number,
+  ): Promise<Record<string, unknown>>;
   exited: Promise<number | null>;
 }
 
 export function spawnCli(args: string[], env: NodeJS.ProcessEnv): Spawned {
-  const child = spawn(TSX, [join(ROOT, 'runtime', 'cli.ts'), ...args], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(TSX, [join(ROOT, 'runtime', 'cli.ts'), ...args], {
+    cwd: ROOT,
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   const logs: Array<Record<string, unknown>> = [];
   let err = '';
   let buf = '';
@@ -48,7 +55,12 @@ export function spawnCli(args: string[], env: NodeJS.ProcessEnv): Spawned {
   const waitForLog = (match: (l: Record<string, unknown>) => boolean, timeoutMs = 60000) =>
     new Promise<Record<string, unknown>>((resolve, reject) => {
       const timer = setTimeout(
-        () => reject(new Error(`log line not seen within ${timeoutMs} ms; stderr: ${err}; logs: ${JSON.stringify(logs.slice(-5))}`)),
+        () =>
+          reject(
+            new Error(
+              `log line not seen within ${timeoutMs} ms; stderr: ${err}; logs: ${JSON.stringify(logs.slice(-5))}`,
+            ),
+          ),
         timeoutMs,
       );
       const check = () => {
