@@ -8,6 +8,7 @@ import { buildIngestGateway } from '../ingest/gateway';
 import { allRoutes } from '../api/routes';
 import { startAnalyticsSink } from '../processors/analytics-sink/sink';
 import { Scheduler } from '../scheduler/scheduler';
+import { EVENTS_TOPIC } from '../schemas/topics';
 import type { Role } from './config';
 import type { AppContext } from './context';
 
@@ -26,7 +27,7 @@ export interface RunningRoles {
 
 /** Builds the three gateways (without listening); tests use this too. */
 export function buildGateways(ctx: AppContext): Record<GatewayName, Gateway> {
-  const routes = allRoutes(ctx.services);
+  const routes = allRoutes(ctx);
   return {
     ingest: buildIngestGateway(ctx, routes),
     admin: buildAdminGateway(ctx, routes),
@@ -54,7 +55,10 @@ export async function startRoles(ctx: AppContext, roles: Role[] = ctx.config.rol
       const host = config.host === '0.0.0.0' ? '127.0.0.1' : config.host;
       listening.push({ gateway: name, server, url: `http://${host}:${bound}` });
     };
-    if (roles.includes('ingest')) await serve('ingest', config.ports.ingest);
+    if (roles.includes('ingest')) {
+      await ctx.adapters.eventLog.ensureTopic(EVENTS_TOPIC);
+      await serve('ingest', config.ports.ingest);
+    }
     if (roles.includes('api')) {
       await serve('admin', config.ports.admin);
       await serve('query', config.ports.query);

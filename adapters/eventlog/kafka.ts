@@ -335,6 +335,8 @@ class KafkaMember<T> implements Consumer {
   private stopping: Promise<void> | undefined;
   private restartTimer: NodeJS.Timeout | undefined;
   private restarts = 0;
+  /** A heartbeat said the group is rebalancing: finish no more chunks, let kafkajs rejoin soon. */
+  private rejoining = false;
 
   constructor(private readonly d: MemberDeps<T>) {
     this.maxBatchSize = d.opts.maxBatchSize ?? 500;
@@ -363,7 +365,14 @@ class KafkaMember<T> implements Consumer {
     } catch (err) {
       throw new Error(`cannot reach Kafka at ${this.d.brokers.join(',')}: ${errorMessage(err)}`);
     }
-    await this.consumer.subscribe({ topics: [this.d.physicalName], fromBeginning: true });
+    try {
+      await this.consumer.subscribe({ topics: [this.d.physicalName], fromBeginning: true });
+    } catch (err) {
+      if ((err as { type?: string }).type === 'UNKNOWN_TOPIC_OR_PARTITION') {
+        throw new Error(`topic ${this.d.physicalName} does not exist: call ensureTopic first`);
+      }
+      throw err;
+    }
     await this.run();
   }
 
@@ -397,6 +406,7 @@ class KafkaMember<T> implements Consumer {
     if (this.stopped.fired) return;
     const generation = ++this.generation;
     this.restarts = 0;
+    this.rejoining = false;
     for (const st of this.parts.values()) st.retired.fire();
     this.parts = new Map(
       partitions.map((p) => [
@@ -465,7 +475,9 @@ class KafkaMember<T> implements Consumer {
     }
     let handled = false;
     for (const part of chunk(messages, this.maxBatchSize)) {
-      if (!payload.isRunning() || payload.isStale() || this.parts.get(p) !== st || st.failed || this.stopped.fired) break;
+      if (!payload.isRunning() || payload.isStale() || this.rejoining || this.parts.get(p) !== st || st.failed || this.stopped.fired) {
+        break;
+      }
       let delivered: Batch<T>;
       try {
         const records: LogRecord<T>[] = [];
@@ -490,7 +502,14 @@ class KafkaMember<T> implements Consumer {
       st.attempts = 0;
       handled = true;
       payload.resolveOffset(part[part.length - 1].offset);
-      await payload.heartbeat();
+      try {
+        await payload.heartbeat();
+      } catch (err) {
+        // Rebalance (or lost coordinator): the other partitions stop after their current chunk,
+        // so that this member rejoins within the rebalance timeout; kafkajs handles the error.
+        this.rejoining = true;
+        throw err;
+      }
     }
     if (handled && this.d.commitForMonitoring && this.parts.get(p) === st) {
       // Lag monitoring only: the consumer's own store is the truth. Failures are harmless.

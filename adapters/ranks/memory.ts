@@ -29,6 +29,7 @@ import {
   checkMembers,
   checkPage,
   checkPartition,
+  checkScore,
   checkStream,
   checkUpdate,
   checkWatermark,
@@ -116,6 +117,14 @@ export class MemoryRankIndex implements RankIndex {
   async count(board: string): Promise<number> {
     this.open();
     return this.boards.get(checkBoard(board))?.tree.size ?? 0;
+  }
+
+  async countAbove(board: string, score: number): Promise<number> {
+    this.open();
+    const s = checkScore(score);
+    const b = this.boards.get(checkBoard(board));
+    // A probe ordered before every entry of score s: the lowest tiebreak and the empty member.
+    return b ? b.tree.countBefore(new Entry('', s, -Infinity)) : 0;
   }
 
   async remove(board: string, members: string[]): Promise<void> {

@@ -140,6 +140,18 @@ export class OSTree<T> {
     return i < node.items.length && this.cmp(node.items[i], item) === 0 ? pos + i : -1;
   }
 
+  /** Number of items ordered strictly before `probe` (which need not be in the tree). */
+  countBefore(probe: T): number {
+    let node = this.root;
+    let pos = 0;
+    while (node instanceof Inner) {
+      const ci = this.childIndex(node, probe);
+      for (let i = 0; i < ci; i++) pos += node.counts[i];
+      node = node.children[ci];
+    }
+    return node ? pos + this.lowerBound(node.items, probe) : 0;
+  }
+
   /** The item at a 0-based position, or undefined when out of range. */
   at(position: number): T | undefined {
     const found = this.locate(position);

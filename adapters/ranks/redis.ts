@@ -53,6 +53,7 @@ import {
   checkMembers,
   checkPage,
   checkPartition,
+  checkScore,
   checkStream,
   checkUpdate,
   checkWatermark,
@@ -286,6 +287,11 @@ export class RedisRankIndex implements RankIndex {
 
   async count(board: string): Promise<number> {
     return this.redis.zcard(this.zKey(checkBoard(board)));
+  }
+
+  async countAbove(board: string, score: number): Promise<number> {
+    // Stored scores are negated: a greater score is a stored value below -score.
+    return this.redis.zcount(this.zKey(checkBoard(board)), '-inf', `(${storedScore(checkScore(score))}`);
   }
 
   async remove(board: string, members: string[]): Promise<void> {

@@ -54,6 +54,8 @@ export interface RankIndex {
   range(board: string, offset: number, limit: number): Promise<RankedEntry[]>;
   /** Number of members of the board. */
   count(board: string): Promise<number>;
+  /** Number of members with a score strictly greater than `score` (shared ranks: this + 1). */
+  countAbove(board: string, score: number): Promise<number>;
   /** Removes members from a board (no watermark: admin operations). */
   remove(board: string, members: string[]): Promise<void>;
   /** Drops a whole board. */

@@ -115,6 +115,7 @@ export function mountRoutes(
         body = validateOrThrow(spec.body, body, 'body');
       }
 
+      ctx.status = spec.status ?? 200;
       const out = await spec.handler({
         body,
         query,
@@ -126,7 +127,6 @@ export function mountRoutes(
         requestId: ctx.state.requestId,
         ctx,
       });
-      ctx.status = spec.status ?? 200;
       if (ctx.status !== 204) ctx.body = out === undefined ? {} : out;
     });
   }

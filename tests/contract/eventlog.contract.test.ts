@@ -6,12 +6,15 @@
  * record) and `batch.nextOffset` (consumer_offsets, migration 001) in ONE SQL transaction, and answer
  * `resumeFrom` from that table. Exactly-once is then checked on the applied rows.
  */
+import { connect, type Socket } from 'node:net';
 import { Type } from 'avsc';
+import type { ISocketFactory } from 'kafkajs';
 import { PlainAvroCodec, RegistryAvroCodec, type SchemaCodec } from '../../adapters/eventlog/codec';
 import { KafkaEventLog } from '../../adapters/eventlog/kafka';
 import { LocalEventLog } from '../../adapters/eventlog/local';
 import { partitionForKey, type LogLevel } from '../../adapters/eventlog/common';
 import type { Batch, Consumer, ConsumerHandlers, EventLog } from '../../adapters/eventlog/types';
+import type { PgSql } from '../../adapters/sql/pg';
 import type { Queryable, Sql } from '../../adapters/sql/types';
 import { EVENTS_TOPIC, eventKey, type EventRecord, type Topic } from '../../schemas/topics';
 import { dropTestPg, openTestPg, openTestPglite, stack, uniqueName } from '../support/stack';
@@ -628,6 +631,89 @@ describe.each(variants)('EventLog contract [%s]', (_name, open) => {
     expect(wire.length).toBeGreaterThanOrEqual(values.length);
     if (env.checkWire) for (const bytes of wire) await env.checkWire(bytes, prefix, capture!);
   });
+});
+
+/**
+ * Kafka only: lost connections (a broker restart as the client sees it) must not kill a consumer.
+ * Every socket of one client is cut and new ones are refused for a while, through kafkajs's socket
+ * factory; a second, healthy client appends meanwhile. The real broker is never touched, so this
+ * runs next to other suites.
+ */
+describe('KafkaEventLog [kafka]: connection loss', () => {
+  let sql: PgSql;
+  const schema = uniqueName('evlog');
+  const closeables: Array<{ close(): Promise<void> }> = [];
+
+  beforeAll(async () => {
+    sql = await openTestPg(schema);
+    await sql.exec(`CREATE TABLE test_applied (
+      id bigserial PRIMARY KEY, group_id text NOT NULL, member text NOT NULL, topic text NOT NULL,
+      partition integer NOT NULL, "offset" bigint NOT NULL, key text NOT NULL, event_id text NOT NULL, seq integer NOT NULL
+    )`);
+  });
+
+  afterAll(async () => {
+    for (const c of closeables.reverse()) await c.close().catch(() => undefined);
+    await dropTestPg(sql, schema);
+  });
+
+  it('keeps consuming after every connection was cut for a few seconds, exactly once', async () => {
+    const sockets = new Set<Socket>();
+    let down = false;
+    let refused = 0;
+    const socketFactory: ISocketFactory = ({ host, port, onConnect }) => {
+      const socket = connect({ host, port }, onConnect);
+      socket.setKeepAlive(true, 30_000);
+      sockets.add(socket);
+      socket.on('close', () => sockets.delete(socket));
+      if (down) {
+        refused++;
+        process.nextTick(() => socket.destroy(new Error('simulated outage')));
+      }
+      return socket;
+    };
+    const prefix = `${uniqueName('ct')}.`;
+    const opts = {
+      brokers: stack.kafkaBrokers,
+      schemaRegistryUrl: stack.schemaRegistryUrl,
+      topicPrefix: prefix,
+      replicationFactor: 1,
+      consumer: { sessionTimeoutMs: 6000, heartbeatIntervalMs: 500, rebalanceTimeoutMs: 5000, maxWaitTimeMs: 100 },
+      retryBackoff: { initialMs: 50, maxMs: 400 },
+      log: testLog,
+    };
+    const flaky = new KafkaEventLog({ ...opts, socketFactory });
+    const healthy = new KafkaEventLog(opts);
+    closeables.push(healthy, flaky);
+    await healthy.ensureTopic(TOPIC);
+    const group = uniqueName('g');
+    const c = new StoreConsumer(sql, group);
+    await flaky.consume(TOPIC, { group, maxBatchSize: 20 }, c);
+    const seqs = new Map<string, number>();
+    const before = makeRecords(60, 12, seqs);
+    await healthy.append(TOPIC, before);
+    const appliedAtLeast = (n: number) =>
+      waitFor(async () => (await appliedCount(sql, group)) >= n, {
+        timeoutMs: 40_000,
+        what: `${n} applied records`,
+        describe: async () => `applied: ${await appliedCount(sql, group)}\n${recentLogs()}`,
+      });
+    await appliedAtLeast(before.length);
+
+    down = true;
+    const cut = sockets.size;
+    for (const s of sockets) s.destroy(new Error('simulated outage'));
+    const during = makeRecords(40, 12, seqs);
+    await healthy.append(TOPIC, during);
+    await new Promise((r) => setTimeout(r, 3000)); // the outage itself: nothing to wait for
+    down = false;
+    expect(cut).toBeGreaterThan(0);
+    expect(refused).toBeGreaterThan(0); // the client did try to reconnect during the outage
+    const after = makeRecords(40, 12, seqs);
+    await healthy.append(TOPIC, after);
+    await appliedAtLeast(before.length + during.length + after.length);
+    expectExactlyOnceInKeyOrder(await applied(sql, group), [...before, ...during, ...after], healthy);
+  }, 60_000);
 });
 
 /** Kafka's Java client partitioner, written out independently: murmur2 of the UTF-8 key. */

@@ -73,6 +73,16 @@ describe.each(adapters)('RankIndex contract [%s]', (name, make) => {
     await idx.close();
   });
 
+  it('counts members above a score (shared ranks), zero on an absent board', async () => {
+    const b = board();
+    await idx.apply([up(b, 'a', 10), up(b, 'b', 7), up(b, 'c', 7), up(b, 'd', 3)], { stream: stream(), partition: 0, nextOffset: 1 });
+    expect(await idx.countAbove(b, 7)).toBe(1);
+    expect(await idx.countAbove(b, 3)).toBe(3);
+    expect(await idx.countAbove(b, 10)).toBe(0);
+    expect(await idx.countAbove(b, 2.5)).toBe(4);
+    expect(await idx.countAbove(board(), 1)).toBe(0);
+  });
+
   it(`reports its kind (${name}) and answers ping`, async () => {
     expect(idx.kind).toBe(name);
     await expect(idx.ping()).resolves.toBeUndefined();
@@ -545,6 +555,10 @@ describe.each(adapters)('RankIndex contract [%s]', (name, make) => {
       const sample = Array.from({ length: 300 }, () => Math.floor(r() * sorted.length));
       const gets = await Promise.all(sample.map((i) => idx.get(b, sorted[i].member)));
       gets.forEach((g, k) => expect(g).toEqual({ ...sorted[sample[k]], position: sample[k] }));
+      // countAbove: members with a strictly greater score, for present, absent and extreme scores.
+      const probes = [...new Set(sorted.map((e) => e.score))].concat([-1e9, 1e9, 0.25, -10.5]);
+      const counts = await Promise.all(probes.map((p) => idx.countAbove(b, p)));
+      probes.forEach((p, k) => expect([p, counts[k]]).toEqual([p, sorted.filter((e) => e.score > p).length]));
     };
 
     const ups: RankUpdate[] = [];

@@ -33,7 +33,7 @@ describe('tenant isolation across every admin and query route', () => {
 
   beforeAll(async () => {
     app = await startTestApp('embedded');
-    routes = allRoutes(app.ctx.services).filter((r) => r.gateway !== 'ingest');
+    routes = allRoutes(app.ctx).filter((r) => r.gateway !== 'ingest');
     a = await createTenant(app, canary);
     b = await createTenant(app);
     keyB = (await createKey(app, [b.id], ['*'])).key;

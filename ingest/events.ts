@@ -1,0 +1,80 @@
+/**
+ * Turning request bodies into event records: validation of one event (nested shape, or the flat
+ * shape of the signed-request variant), the tenant stamped from the credential, and the checks
+ * SPEC.md names (occurred_at at most 1 hour ahead, an end-user token only for its own user).
+ */
+import { AnalyticsInputError, checkEvent } from '../adapters/analytics/rows';
+import type { EventRecord } from '../schemas/topics';
+import type { Principal } from '../api/auth/authenticator';
+import { describeError, schemas } from '../api/http/validate';
+
+export const MAX_FUTURE_MS = 3600_000;
+
+export type Parsed = { ok: true; record: EventRecord } | { ok: false; event_id: string | null; reason: string; forbidden?: boolean };
+
+interface Nested {
+  event_id: string;
+  type: string;
+  actor: { user_id: string; metadata?: Record<string, unknown> };
+  subject?: Record<string, unknown>;
+  occurred_at: string;
+  attrs: Record<string, unknown>;
+}
+
+interface Flat {
+  event_id: string;
+  event_type: string;
+  user_id: string;
+  timestamp: string;
+  attributes: Record<string, unknown>;
+}
+
+/** Validates one event body and builds its record; never throws for bad input. */
+export function parseEvent(
+  raw: unknown,
+  ctx: { tenantId: string; principal: Principal; now: number; allowFlat: boolean },
+): Parsed {
+  const id = typeof (raw as { event_id?: unknown })?.event_id === 'string' ? (raw as { event_id: string }).event_id : null;
+  const fail = (reason: string, forbidden = false): Parsed => ({ ok: false, event_id: id, reason, forbidden });
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) return fail('event must be a JSON object');
+
+  const flat = ctx.allowFlat && 'event_type' in raw && !('type' in raw);
+  const schemaId = flat ? 'event.flat' : 'event';
+  const validate = schemas().get(schemaId);
+  const copy = { ...(raw as object) };
+  if (!validate(copy)) return fail(describeError(validate.errors?.[0], 'event').replace(/^event\./, ''));
+
+  let e: Nested;
+  if (flat) {
+    const f = copy as Flat;
+    e = { event_id: f.event_id, type: f.event_type, actor: { user_id: f.user_id }, occurred_at: f.timestamp, attrs: f.attributes };
+  } else {
+    e = copy as Nested;
+  }
+  const occurred = Date.parse(e.occurred_at);
+  if (!Number.isFinite(occurred)) return fail('occurred_at must be an ISO 8601 timestamp');
+  if (occurred > ctx.now + MAX_FUTURE_MS) return fail('occurred_at is more than 1 hour in the future');
+  if (occurred < 0) return fail('occurred_at must be after 1970-01-01');
+  if (ctx.principal.kind === 'user' && e.actor.user_id !== ctx.principal.userId) {
+    return fail("actor.user_id must be the token's own user", true);
+  }
+  const record: EventRecord = {
+    tenant_id: ctx.tenantId,
+    event_id: e.event_id,
+    type: e.type,
+    user_id: e.actor.user_id,
+    occurred_at: occurred,
+    received_at: ctx.now,
+    attrs_json: JSON.stringify(e.attrs ?? {}),
+    actor_metadata_json: e.actor.metadata ? JSON.stringify(e.actor.metadata) : null,
+    subject_json: e.subject ? JSON.stringify(e.subject) : null,
+  };
+  try {
+    // The analytics store's rules (no NUL, well-formed Unicode) hold for every accepted event.
+    checkEvent(record);
+  } catch (err) {
+    if (err instanceof AnalyticsInputError) return fail(err.message);
+    throw err;
+  }
+  return { ok: true, record };
+}
