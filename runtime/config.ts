@@ -42,6 +42,10 @@ export interface Config {
   signatureSkewSeconds: number;
   /** How long a tenant's credentials are cached by a gateway, ms (suspension takes effect within it). */
   tenantCacheMs: number;
+  /** Duplicates of an event_id within this window are ignored (SPEC.md: 300 s). */
+  dedupeWindowMs: number;
+  /** How often the scheduler ticks, ms. */
+  schedulerIntervalMs: number;
   /** How long start-up waits for each external store before giving up, in ms. */
   connectTimeoutMs: number;
   /** How long graceful shutdown waits for in-flight work, in ms. */
@@ -231,6 +235,8 @@ export function loadConfig(env: Env = process.env): Config {
     },
     signatureSkewSeconds: int('LUDUS_SIGNATURE_SKEW_SECONDS', 300, 1, 86400),
     tenantCacheMs: int('LUDUS_TENANT_CACHE_MS', 1000, 0, 600000),
+    dedupeWindowMs: int('LUDUS_DEDUPE_WINDOW_SECONDS', 300, 1, 30 * 86400) * 1000,
+    schedulerIntervalMs: int('LUDUS_SCHEDULER_INTERVAL_MS', 1000, 50, 3600000),
     connectTimeoutMs: int('LUDUS_CONNECT_TIMEOUT_MS', 10000, 100, 600000),
     shutdownTimeoutMs: int('LUDUS_SHUTDOWN_TIMEOUT_MS', 15000, 0, 600000),
   };

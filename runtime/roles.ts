@@ -3,11 +3,13 @@ import type { AddressInfo } from 'node:net';
 import { buildAdminGateway } from '../api/admin';
 import { closeServer, listen, type Gateway, type GatewayName } from '../api/http/gateway';
 import { buildQueryGateway } from '../api/query';
-import type { Consumer } from '../adapters/eventlog/types';
 import { buildIngestGateway } from '../ingest/gateway';
 import { allRoutes } from '../api/routes';
 import { startAnalyticsSink } from '../processors/analytics-sink/sink';
 import { Scheduler } from '../scheduler/scheduler';
+import { closeWindowsJob, purgeDedupeJob } from '../scheduler/jobs';
+import { startProcessor } from '../processors/framework';
+import { pipelineProcessor } from '../processors/pipeline/pipeline';
 import { EVENTS_TOPIC } from '../schemas/topics';
 import type { Role } from './config';
 import type { AppContext } from './context';
@@ -39,7 +41,7 @@ export function buildGateways(ctx: AppContext): Record<GatewayName, Gateway> {
 export async function startRoles(ctx: AppContext, roles: Role[] = ctx.config.roles): Promise<RunningRoles> {
   const { config, log } = ctx;
   const listening: Listening[] = [];
-  const consumers: Consumer[] = [];
+  const consumers: Array<{ stop(): Promise<void> }> = [];
   const schedulers: Scheduler[] = [];
   const stop = async () => {
     await Promise.all(listening.map((l) => closeServer(l.server, config.shutdownTimeoutMs)));
@@ -63,15 +65,24 @@ export async function startRoles(ctx: AppContext, roles: Role[] = ctx.config.rol
       await serve('admin', config.ports.admin);
       await serve('query', config.ports.query);
     }
-    if (roles.includes('analytics'))
+    if (roles.includes('processors')) {
+      const pipeline = pipelineProcessor({ ...ctx.adapters, clock: ctx.clock, log });
+      consumers.push(await startProcessor({ ...ctx.adapters, log, metrics: ctx.metrics }, pipeline));
+    }
+    if (roles.includes('analytics')) {
       consumers.push(await startAnalyticsSink({ ...ctx.adapters, log, metrics: ctx.metrics }));
+    }
     if (roles.includes('scheduler')) {
-      const scheduler = new Scheduler({ sql: ctx.adapters.sql, clock: ctx.clock, log }, []);
+      const closing = { ...ctx.adapters, log };
+      const scheduler = new Scheduler(
+        { sql: ctx.adapters.sql, clock: ctx.clock, log },
+        [closeWindowsJob(closing), purgeDedupeJob(closing, config.dedupeWindowMs)],
+        config.schedulerIntervalMs,
+      );
       scheduler.start();
       schedulers.push(scheduler);
     }
-    // processors and dispatcher: their consumers and jobs register here as the features land
-    // (issues 4 to 6); the roles are accepted now so deployments can already name them.
+    // dispatcher: webhook delivery registers here with issue 6; the role is accepted now.
   } catch (err) {
     await stop().catch(() => undefined);
     throw err;

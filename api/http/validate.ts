@@ -13,7 +13,10 @@ export const SCHEMA_DIR = join(__dirname, '..', '..', 'schemas', 'http');
 export interface SchemaSet {
   /** Every schema by $id, for the OpenAPI document. */
   all: Map<string, object>;
+  /** Strict validator (JSON bodies): no type coercion. */
   get(id: string): ValidateFunction;
+  /** Query-string validator: strings are coerced to the schema's numbers and booleans. */
+  getQuery(id: string): ValidateFunction;
 }
 
 let shared: SchemaSet | null = null;
@@ -21,21 +24,23 @@ let shared: SchemaSet | null = null;
 /** Loads schemas/http/*.json once per process. */
 export function schemas(): SchemaSet {
   if (shared) return shared;
-  const ajv = new Ajv({ allErrors: false, strict: true, coerceTypes: false, useDefaults: true });
-  addFormats(ajv);
+  const strict = new Ajv({ allErrors: false, strict: true, allowUnionTypes: true, coerceTypes: false, useDefaults: true });
+  const coercing = new Ajv({ allErrors: false, strict: true, allowUnionTypes: true, coerceTypes: true, useDefaults: true });
+  addFormats(strict);
+  addFormats(coercing);
   const all = new Map<string, object>();
   for (const f of readdirSync(SCHEMA_DIR)
     .filter((x) => x.endsWith('.json'))
     .sort()) {
     const schema = JSON.parse(readFileSync(join(SCHEMA_DIR, f), 'utf8')) as { $id?: string };
     if (!schema.$id) throw new Error(`schema ${f} has no $id`);
-    ajv.addSchema(schema);
+    strict.addSchema(schema);
+    coercing.addSchema(schema);
     all.set(schema.$id, schema);
   }
-  const cache = new Map<string, ValidateFunction>();
-  shared = {
-    all,
-    get(id) {
+  const compiled = (ajv: Ajv) => {
+    const cache = new Map<string, ValidateFunction>();
+    return (id: string) => {
       let fn = cache.get(id);
       if (!fn) {
         fn = ajv.getSchema(id);
@@ -43,8 +48,9 @@ export function schemas(): SchemaSet {
         cache.set(id, fn);
       }
       return fn;
-    },
+    };
   };
+  shared = { all, get: compiled(strict), getQuery: compiled(coercing) };
   return shared;
 }
 
@@ -55,7 +61,7 @@ export function validateOrThrow<T>(
   where: 'body' | 'query',
   code: 'VALIDATION_ERROR' | 'INVALID_INPUT' = 'VALIDATION_ERROR',
 ): T {
-  const fn = schemas().get(schemaId);
+  const fn = where === 'query' ? schemas().getQuery(schemaId) : schemas().get(schemaId);
   if (!fn(data)) {
     const message = describeError(fn.errors?.[0], where);
     throw code === 'INVALID_INPUT' ? errors.invalidInput(message) : errors.validation(message);

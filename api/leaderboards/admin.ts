@@ -1,0 +1,159 @@
+/**
+ * Admin routes of leaderboards (scope leaderboards:read / leaderboards:write), under
+ * `/v1/leaderboards?tenant_id=` and `/v1/tenants/{tenant_id}/leaderboards`.
+ */
+import type { Sql } from '../../adapters/sql/types';
+import type { Clock } from '../../core/clock';
+import { closeWindow, type ClosingDeps } from '../../core/leaderboards/closing';
+import { validateConfig, type Leaderboard, type LeaderboardConfig, type LeaderboardStatus } from '../../core/leaderboards/definition';
+import { createBoard, getBoard, getWindow, listBoards, updateBoard } from '../../core/leaderboards/store';
+import { scope } from '../auth/scopes';
+import { errors } from '../http/errors';
+import type { RouteSpec } from '../http/route';
+
+export interface LeaderboardAdminDeps extends ClosingDeps {
+  sql: Sql;
+  clock: Clock;
+}
+
+const read = { kind: 'admin', scope: scope.read('leaderboards'), tenant: true } as const;
+const write = { kind: 'admin', scope: scope.write('leaderboards'), tenant: true } as const;
+
+/** Both admin path forms of a route: `?tenant_id=` and `/v1/tenants/{tenant_id}/...`. */
+export function bothForms(spec: RouteSpec): RouteSpec[] {
+  return [spec, { ...spec, path: spec.path.replace(/^\/v1\//, '/v1/tenants/:tenant_id/') }];
+}
+
+export function presentBoard(b: Leaderboard) {
+  return {
+    leaderboard_id: b.leaderboard_id,
+    tenant_id: b.tenant_id,
+    name: b.name,
+    description: b.description,
+    reward_config_id: b.reward_config_id,
+    status: b.status,
+    config: b.config,
+    version: b.version,
+    created_at: b.created_at,
+    updated_at: b.updated_at,
+  };
+}
+
+function checkConfig(config: LeaderboardConfig | undefined): void {
+  if (!config) return;
+  const err = validateConfig(config);
+  if (err) throw errors.validation(err.startsWith('config') ? `body.${err}` : err);
+}
+
+export function leaderboardAdminRoutes(deps: LeaderboardAdminDeps): RouteSpec[] {
+  const mustGet = async (tenantId: string, id: string) => {
+    const b = await getBoard(deps.sql, tenantId, id);
+    if (!b) throw errors.notFound(`Leaderboard ${id} not found`);
+    return b;
+  };
+  return [
+    ...bothForms({
+      gateway: 'admin',
+      method: 'POST',
+      path: '/v1/leaderboards',
+      summary: 'Create a leaderboard',
+      tag: 'Leaderboards',
+      auth: write,
+      body: 'leaderboard.create',
+      status: 201,
+      handler: async ({ body, tenant }) => {
+        const b = body as { leaderboard_id: string; name: string; description?: string | null; reward_config_id?: string | null; config: LeaderboardConfig };
+        checkConfig(b.config);
+        const created = await createBoard(
+          deps.sql,
+          {
+            tenant_id: tenant!.id,
+            leaderboard_id: b.leaderboard_id,
+            name: b.name,
+            description: b.description ?? null,
+            reward_config_id: b.reward_config_id ?? null,
+            config: b.config,
+          },
+          deps.clock.now(),
+        );
+        if (!created) throw errors.conflict(`Leaderboard ${b.leaderboard_id} already exists`);
+        return presentBoard(created);
+      },
+    }),
+    ...bothForms({
+      gateway: 'admin',
+      method: 'GET',
+      path: '/v1/leaderboards',
+      summary: 'List leaderboards',
+      tag: 'Leaderboards',
+      auth: read,
+      query: 'leaderboard.list.query',
+      handler: async ({ query, tenant }) => {
+        const q = query as { status?: LeaderboardStatus; limit: number; offset: number };
+        const { items, total } = await listBoards(deps.sql, tenant!.id, q);
+        return { leaderboards: items.map(presentBoard), total, limit: q.limit, offset: q.offset };
+      },
+    }),
+    ...bothForms({
+      gateway: 'admin',
+      method: 'GET',
+      path: '/v1/leaderboards/:leaderboard_id',
+      summary: 'Get a leaderboard definition',
+      tag: 'Leaderboards',
+      auth: read,
+      handler: async ({ params, tenant }) => presentBoard(await mustGet(tenant!.id, params.leaderboard_id!)),
+    }),
+    ...bothForms({
+      gateway: 'admin',
+      method: 'PUT',
+      path: '/v1/leaderboards/:leaderboard_id',
+      summary: 'Update a leaderboard; a new config applies to future events only and bumps the version',
+      tag: 'Leaderboards',
+      auth: write,
+      body: 'leaderboard.update',
+      handler: async ({ params, body, tenant }) => {
+        const patch = body as Parameters<typeof updateBoard>[3];
+        checkConfig(patch.config);
+        const b = await updateBoard(deps.sql, tenant!.id, params.leaderboard_id!, patch, deps.clock.now());
+        if (!b) throw errors.notFound(`Leaderboard ${params.leaderboard_id} not found`);
+        return presentBoard(b);
+      },
+    }),
+    ...bothForms({
+      gateway: 'admin',
+      method: 'DELETE',
+      path: '/v1/leaderboards/:leaderboard_id',
+      summary: 'Retire a leaderboard (status archived); its data is kept',
+      tag: 'Leaderboards',
+      auth: write,
+      handler: async ({ params, tenant }) => {
+        const b = await updateBoard(deps.sql, tenant!.id, params.leaderboard_id!, { status: 'archived' }, deps.clock.now());
+        if (!b) throw errors.notFound(`Leaderboard ${params.leaderboard_id} not found`);
+        return presentBoard(b);
+      },
+    }),
+    ...bothForms({
+      gateway: 'admin',
+      method: 'POST',
+      path: '/v1/leaderboards/:leaderboard_id/windows/:window_key/close',
+      summary: 'Finalise a window now, exactly as the scheduler does at its end (snapshot, rewards, webhook)',
+      tag: 'Leaderboards',
+      auth: write,
+      handler: async ({ params, tenant }) => {
+        await mustGet(tenant!.id, params.leaderboard_id!);
+        const k = { tenant_id: tenant!.id, leaderboard_id: params.leaderboard_id!, window_key: params.window_key! };
+        const r = await closeWindow(deps, k, deps.clock.now());
+        if (r === 'not_found') throw errors.notFound(`Window ${k.window_key} has no scores`);
+        const w = (await getWindow(deps.sql, k))!;
+        return {
+          leaderboard_id: k.leaderboard_id,
+          window_key: k.window_key,
+          status: w.status,
+          already_closed: r === 'already_closed',
+          closed_at: new Date(w.closed_at!).toISOString(),
+          entries: w.entries,
+        };
+      },
+    }),
+  ];
+}

@@ -1,0 +1,127 @@
+/**
+ * Reading standings: window selection (SPEC.md "Query: leaderboards", rules 1 to 4), pages,
+ * around-user pages, rank and score lookups. Open windows are read from the rank index; closed
+ * windows from the SQL scores, which no longer change.
+ */
+import type { RankIndex } from '../../adapters/ranks/types';
+import type { Queryable } from '../../adapters/sql/types';
+import type { Clock } from '../clock';
+import { windowAt, windowByKey } from '../windows';
+import { rankPolicy, type Leaderboard } from './definition';
+import { rankRun } from './ranking';
+import {
+  countAbove,
+  countEntries,
+  getScore,
+  getWindow,
+  latestClosedWindow,
+  positionOf,
+  standings,
+  type WindowKey,
+  type WindowRow,
+} from './store';
+
+export interface ResolvedWindow {
+  key: WindowKey;
+  /** live: read the rank index; closed: read SQL. */
+  source: 'live' | 'closed';
+  row: WindowRow | null;
+}
+
+export interface Entry {
+  user_id: string;
+  score: number;
+  rank: number;
+}
+
+export interface Page {
+  window: ResolvedWindow;
+  entries: Entry[];
+  total: number;
+  offset: number;
+  limit: number;
+}
+
+export class WindowNotFound extends Error {}
+
+export class LeaderboardQueries {
+  constructor(private readonly deps: { sql: Queryable; ranks: RankIndex; clock: Clock }) {}
+
+  private boardKey(k: WindowKey): string {
+    return `${k.tenant_id}:${k.leaderboard_id}:${k.window_key}`;
+  }
+
+  /** SPEC rules: omitted = live window with data, else latest completed; `current`; a specific key (404 if unknown). */
+  async resolve(board: Leaderboard, windowKey: string | undefined): Promise<ResolvedWindow> {
+    const base = { tenant_id: board.tenant_id, leaderboard_id: board.leaderboard_id };
+    const current = windowAt(board.config.timeframe, this.deps.clock.now()).key;
+    const at = async (key: string): Promise<ResolvedWindow> => {
+      const k = { ...base, window_key: key };
+      const row = await getWindow(this.deps.sql, k);
+      return { key: k, source: row?.status === 'closed' ? 'closed' : 'live', row };
+    };
+    if (windowKey === undefined || windowKey === '') {
+      const live = await at(current);
+      if (live.source === 'live' && (await this.deps.ranks.count(this.boardKey(live.key))) > 0) return live;
+      const done = await latestClosedWindow(this.deps.sql, board.tenant_id, board.leaderboard_id);
+      return done ? { key: { ...base, window_key: done.window_key }, source: 'closed', row: done } : live;
+    }
+    if (windowKey === 'current') return at(current);
+    if (!windowByKey(board.config.timeframe, windowKey)) throw new WindowNotFound(`Window ${windowKey} not found`);
+    const w = await at(windowKey);
+    if (!w.row && windowKey !== current) throw new WindowNotFound(`Window ${windowKey} not found`);
+    return w;
+  }
+
+  async page(board: Leaderboard, w: ResolvedWindow, offset: number, limit: number): Promise<Page> {
+    const policy = rankPolicy(board.config);
+    let rows: Array<{ user_id: string; score: number }>;
+    let total: number;
+    if (w.source === 'live') {
+      const b = this.boardKey(w.key);
+      [rows, total] = await Promise.all([
+        this.deps.ranks.range(b, offset, limit).then((es) => es.map((e) => ({ user_id: e.member, score: e.score }))),
+        this.deps.ranks.count(b),
+      ]);
+    } else {
+      [rows, total] = await Promise.all([standings(this.deps.sql, w.key, offset, limit), countEntries(this.deps.sql, w.key)]);
+    }
+    const above = rows.length && policy !== 'unique' ? await this.above(board, w, rows[0]!.score) : { entries: 0, distinct: 0 };
+    const ranks = rankRun(policy, rows.map((r) => r.score), offset, above);
+    return { window: w, entries: rows.map((r, i) => ({ user_id: r.user_id, score: r.score, rank: ranks[i]! })), total, offset, limit };
+  }
+
+  /** Entries and distinct scores above a score (shared and dense ranks). */
+  private async above(board: Leaderboard, w: ResolvedWindow, score: number): Promise<{ entries: number; distinct: number }> {
+    if (rankPolicy(board.config) === 'shared' && w.source === 'live') {
+      return { entries: await this.deps.ranks.countAbove(this.boardKey(w.key), score), distinct: 0 };
+    }
+    return countAbove(this.deps.sql, w.key, score);
+  }
+
+  /** The user's entry and 0-based position, or null. */
+  async locate(w: ResolvedWindow, userId: string): Promise<{ position: number; score: number } | null> {
+    if (w.source === 'live') {
+      const e = await this.deps.ranks.get(this.boardKey(w.key), userId);
+      return e ? { position: e.position, score: e.score } : null;
+    }
+    const s = await getScore(this.deps.sql, { ...w.key, user_id: userId });
+    return s ? { position: await positionOf(this.deps.sql, s), score: s.score } : null;
+  }
+
+  /** SPEC rule 4: a page centred on the user; the top of the board when the user has no score. */
+  async around(board: Leaderboard, w: ResolvedWindow, userId: string, limit: number): Promise<Page & { found: boolean }> {
+    const me = await this.locate(w, userId);
+    const offset = me ? Math.max(0, me.position - Math.floor((limit - 1) / 2)) : 0;
+    return { ...(await this.page(board, w, offset, limit)), found: me !== null };
+  }
+
+  async rankOf(board: Leaderboard, w: ResolvedWindow, userId: string): Promise<{ found: boolean; rank: number; score: number }> {
+    const me = await this.locate(w, userId);
+    if (!me) return { found: false, rank: 0, score: 0 };
+    const policy = rankPolicy(board.config);
+    if (policy === 'unique') return { found: true, rank: me.position + 1, score: me.score };
+    const above = await this.above(board, w, me.score);
+    return { found: true, rank: (policy === 'shared' ? above.entries : above.distinct) + 1, score: me.score };
+  }
+}

@@ -1,0 +1,112 @@
+/**
+ * Keeps the rank index (a derived index) in step with the SQL scores, partition by partition.
+ *
+ * Users are partitioned by the event log's key, so the members of every board that live on
+ * partition p are written only by the consumer of p. The index stores a watermark per
+ * (stream, partition) in the same atomic apply as the scores (ARCHITECTURE.md invariant 2):
+ * - watermark == SQL offset: in step;
+ * - watermark <  SQL offset: the index missed batches after their commit (a crash between the
+ *   commit and the apply): resume the log from the watermark and re-push those users' SQL scores;
+ * - no watermark but SQL has applied records: the index lost its state (Redis restarted without
+ *   persistence, or a fresh in-memory index at start): rebuild the partition from SQL.
+ */
+import type { RankIndex, RankUpdate } from '../../adapters/ranks/types';
+import type { Queryable, Sql } from '../../adapters/sql/types';
+import type { LeaderboardConfig } from '../../core/leaderboards/definition';
+import { openScoresOfPartition, type ScoreRow } from '../../core/leaderboards/store';
+import type { Logger } from '../../runtime/logger';
+
+export const REBUILD_CHUNK = 5000;
+
+export function boardKey(k: { tenant_id: string; leaderboard_id: string; window_key: string }): string {
+  return `${k.tenant_id}:${k.leaderboard_id}:${k.window_key}`;
+}
+
+export function toUpdate(s: ScoreRow): RankUpdate {
+  return { board: boardKey(s), member: s.user_id, score: s.score, tiebreak: s.tiebreak };
+}
+
+export class RankSync {
+  constructor(
+    private readonly deps: { ranks: RankIndex; sql: Sql; log: Logger },
+    readonly stream: string,
+  ) {}
+
+  /** Where the log should resume for each partition, rebuilding partitions whose index state is lost. */
+  async resumeFrom(partitions: number[], stored: Map<number, number>): Promise<Map<number, number>> {
+    const out = new Map<number, number>();
+    for (const p of partitions) {
+      const sqlOffset = stored.get(p) ?? 0;
+      const wm = await this.deps.ranks.watermark(this.stream, p);
+      if (wm === null && sqlOffset > 0) {
+        await this.rebuild(p, sqlOffset);
+        out.set(p, sqlOffset);
+      } else {
+        out.set(p, Math.min(sqlOffset, wm ?? 0));
+      }
+    }
+    return out;
+  }
+
+  /** Before applying a batch: when the index lost this partition's state, rebuild it first. */
+  async needsRebuild(partition: number, firstOffset: number): Promise<boolean> {
+    return firstOffset > 0 && (await this.deps.ranks.watermark(this.stream, partition)) === null;
+  }
+
+  /** Loads every open-window score of the partition's users from SQL, then sets the watermark. */
+  async rebuild(partition: number, sqlOffset: number): Promise<void> {
+    const started = Date.now();
+    const rows = await openScoresOfPartition(this.deps.sql, partition);
+    const updates = rows.map(toUpdate);
+    // Intermediate chunks go under a side stream (their own increasing watermarks); the last one
+    // sets the real watermark, so a crash mid-rebuild simply rebuilds again.
+    let i = 0;
+    for (; i + REBUILD_CHUNK < updates.length; i += REBUILD_CHUNK) {
+      await this.deps.ranks.apply(updates.slice(i, i + REBUILD_CHUNK), {
+        stream: `${this.stream}#rebuild`,
+        partition,
+        nextOffset: started + i,
+      });
+    }
+    await this.deps.ranks.apply(updates.slice(i), { stream: this.stream, partition, nextOffset: sqlOffset });
+    this.deps.log.info({ partition, entries: rows.length, ms: Date.now() - started }, 'rank index partition rebuilt from SQL');
+  }
+
+  /** Applies the batch's final scores; entries under a board's min_score leave the index. */
+  async push(
+    rows: ScoreRow[],
+    configs: Map<string, LeaderboardConfig>,
+    partition: number,
+    nextOffset: number,
+    firstOffset: number,
+  ): Promise<void> {
+    if (await this.needsRebuild(partition, firstOffset)) {
+      await this.rebuild(partition, nextOffset);
+      return;
+    }
+    const keep: RankUpdate[] = [];
+    const drop = new Map<string, string[]>();
+    for (const r of rows) {
+      const min = configs.get(`${r.tenant_id}\u0000${r.leaderboard_id}`)?.ranking?.min_score;
+      if (min !== undefined && r.score < min) {
+        const b = boardKey(r);
+        drop.set(b, [...(drop.get(b) ?? []), r.user_id]);
+      } else keep.push(toUpdate(r));
+    }
+    await this.deps.ranks.apply(keep, { stream: this.stream, partition, nextOffset });
+    for (const [b, members] of drop) await this.deps.ranks.remove(b, members);
+  }
+}
+
+/** Open-window scores of some users (resync of replayed records; independent of current configs). */
+export async function openScoresOfUsers(q: Queryable, users: Array<{ tenant_id: string; user_id: string }>): Promise<ScoreRow[]> {
+  if (users.length === 0) return [];
+  const r = await q.query<ScoreRow>(
+    `SELECT s.* FROM leaderboard_scores s
+     JOIN unnest($1::text[], $2::text[]) AS u(t, uid) ON s.tenant_id = u.t AND s.user_id = u.uid
+     JOIN leaderboard_windows w ON w.tenant_id = s.tenant_id AND w.leaderboard_id = s.leaderboard_id AND w.window_key = s.window_key
+     WHERE w.status = 'open'`,
+    [users.map((u) => u.tenant_id), users.map((u) => u.user_id)],
+  );
+  return r.rows.map((x) => ({ ...x, score: Number(x.score), total: Number(x.total), n: Number(x.n), tiebreak: Number(x.tiebreak), partition: Number(x.partition) }));
+}
