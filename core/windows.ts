@@ -18,8 +18,13 @@
  *           second carries its UTC offset, `2026-11-01T01` then `2026-11-01T01-05:00`
  *           (America/New_York), `2026-10-25T02` then `2026-10-25T02+01:00` (Europe/Berlin). Keys
  *           still sort chronologically, since the suffixed key extends the plain one and is
- *           smaller than the next hour's. A skipped hour (spring forward) has no window: in
- *           New York `2026-03-08T01` is followed by `2026-03-08T03`.
+ *           smaller than the next hour's. Where the clock goes back by more than one hour (only
+ *           Antarctic stations: Antarctica/Troll every October, Casey and Vostok in some years),
+ *           several hours repeat and a local-hour prefix could not stay ordered; the repeats are
+ *           then keyed after the last window before the change, followed by their own local
+ *           hour and offset: `2026-10-25T01`, `2026-10-25T02`, `2026-10-25T02~2026-10-25T01+00:00`,
+ *           `2026-10-25T02~2026-10-25T02+00:00`, `2026-10-25T03` (Troll). A skipped hour (spring forward)
+ *           has no window: in New York `2026-03-08T01` is followed by `2026-03-08T03`.
  * daily     From reset_time (default 00:00) local time to reset_time the next day: 24 h, 23 h on the
  *           day clocks go forward, 25 h on the day they go back. Key: the local date on which the
  *           window starts, `2026-11-22`.
@@ -88,7 +93,7 @@ const HOUR = 3_600_000;
 const DAY = 86_400_000;
 
 const KEY_PATTERNS: Record<TimeframeType, RegExp> = {
-  hourly: /^\d{4}-\d{2}-\d{2}T\d{2}(?:[+-]\d{2}:\d{2}(?::\d{2})?)?$/,
+  hourly: /^\d{4}-\d{2}-\d{2}T\d{2}(?:(?:~\d{4}-\d{2}-\d{2}T\d{2})?[+-]\d{2}:\d{2}(?::\d{2})?)?$/,
   daily: /^\d{4}-\d{2}-\d{2}$/,
   weekly: /^\d{4}-W\d{2}$/,
   monthly: /^\d{4}-\d{2}$/,
@@ -119,7 +124,7 @@ function parseResetTime(s: unknown): number | null {
 
 function show(x: unknown): string {
   if (typeof x === 'string') return JSON.stringify(x.length > 60 ? x.slice(0, 60) + '…' : x);
-  if (typeof x === 'number' || typeof x === 'boolean' || x === null) return String(x);
+  if (typeof x === 'number' || typeof x === 'boolean' || x === null || x === undefined) return String(x);
   return Array.isArray(x) ? 'an array' : `a ${typeof x}`;
 }
 
@@ -131,7 +136,8 @@ function show(x: unknown): string {
 export function validateTimeframe(tf: unknown, where = 'config.timeframe'): string | null {
   if (!isPlainObject(tf)) return `${where}: must be an object like {"type": "weekly", "timezone": "UTC"}`;
   for (const k of Object.keys(tf)) {
-    if (!TIMEFRAME_FIELDS.includes(k)) return `${where}.${k}: unknown field (allowed: ${TIMEFRAME_FIELDS.join(', ')})`;
+    if (!TIMEFRAME_FIELDS.includes(k))
+      return `${where}.${k}: unknown field (allowed: ${TIMEFRAME_FIELDS.join(', ')})`;
   }
   const type = tf.type;
   if (typeof type !== 'string' || !(TIMEFRAME_TYPES as readonly string[]).includes(type)) {
@@ -179,7 +185,16 @@ interface Zone {
   offset(t: number): number;
 }
 
-const UTC_NAMES = new Set(['utc', 'etc/utc', 'gmt', 'etc/gmt', 'etc/universal', 'universal', 'etc/zulu', 'zulu']);
+const UTC_NAMES = new Set([
+  'utc',
+  'etc/utc',
+  'gmt',
+  'etc/gmt',
+  'etc/universal',
+  'universal',
+  'etc/zulu',
+  'zulu',
+]);
 
 function makeZone(name: string): Zone {
   if (UTC_NAMES.has(name.toLowerCase())) return { offset: () => 0 };
@@ -404,7 +419,12 @@ function compile(tf: Timeframe): Compiled {
   const id = `${tf?.type}\u0000${tf?.timezone}\u0000${tf?.reset_day}\u0000${tf?.reset_time}`;
   const hit = compiledCache.get(id);
   if (hit) return hit;
-  const picked = { type: tf?.type, timezone: tf?.timezone, reset_day: tf?.reset_day, reset_time: tf?.reset_time };
+  const picked = {
+    type: tf?.type,
+    timezone: tf?.timezone,
+    reset_day: tf?.reset_day,
+    reset_time: tf?.reset_time,
+  };
   const err = validateTimeframe(picked);
   if (err) throw new RangeError(err);
   const reset = (parseResetTime(tf.reset_time ?? '00:00') as number) * MINUTE;
@@ -421,12 +441,27 @@ function compile(tf: Timeframe): Compiled {
 
 const ALL_TIME: Window = Object.freeze({ key: ALL_TIME_KEY, start: 0, end: ALL_TIME_END });
 
-function hourlyWindow(z: Zone, start: number): Window {
+/** `YYYY-MM-DDTHH` of a wall time. */
+function hourLabel(wall: number): string {
+  return `${ymd(Math.floor(wall / DAY))}T${pad(new Date(wall).getUTCHours(), 2)}`;
+}
+
+/** The key of the hourly window starting at `start` (an instant whose wall clock reads HH:00). */
+function hourlyKey(z: Zone, start: number, depth = 0): string {
   const wall = wallOf(z, start);
-  const d = new Date(wall);
-  let key = `${ymd(Math.floor(wall / DAY))}T${pad(d.getUTCHours(), 2)}`;
-  if (resolveWall(z, wall) !== start) key += formatOffset(z.offset(start)); // the repeated hour
-  return { key, start, end: hourStartAfter(z, start) };
+  const first = resolveWall(z, wall);
+  if (first === start || depth > 2) return hourLabel(wall);
+  // The second occurrence of this local hour: the clock went back at some instant T in (first, start].
+  const off = z.offset(start);
+  const t = transitionIn(z, first, start, off);
+  if (z.offset(t - 1) - off <= HOUR) return hourLabel(wall) + formatOffset(off);
+  // Back by more than an hour: key after the last window before T, so that keys stay ordered.
+  const last = hourlyKey(z, hourStartAtOrBefore(z, t - 1), depth + 1);
+  return `${last}~${hourLabel(wall)}${formatOffset(off)}`;
+}
+
+function hourlyWindow(z: Zone, start: number): Window {
+  return { key: hourlyKey(z, start), start, end: hourStartAfter(z, start) };
 }
 
 /** The window containing t, without range checks or cache. */
@@ -454,7 +489,9 @@ function locate(c: Compiled, t: number): Window {
 
 function checkInstant(at: number): void {
   if (typeof at !== 'number' || !Number.isFinite(at) || at < 0 || at >= MAX_INSTANT) {
-    throw new RangeError(`windows: instant ${String(at)} is outside [0, ${MAX_INSTANT}) (1970 to 9999, Unix ms)`);
+    throw new RangeError(
+      `windows: instant ${String(at)} is outside [0, ${MAX_INSTANT}) (1970 to 9999, Unix ms)`,
+    );
   }
 }
 
@@ -481,7 +518,10 @@ export function windowByKey(tf: Timeframe, key: string): Window | null {
   if (c.type === 'all_time') return { ...ALL_TIME };
   let start: number;
   if (c.type === 'hourly') {
-    const m = /^(\d{4})-(\d{2})-(\d{2})T(\d{2})(?:([+-])(\d{2}):(\d{2})(?::(\d{2}))?)?$/.exec(key) as RegExpExecArray;
+    // The local hour is the one after `~` when there is one.
+    const m = /(\d{4})-(\d{2})-(\d{2})T(\d{2})(?:([+-])(\d{2}):(\d{2})(?::(\d{2}))?)?$/.exec(
+      key,
+    ) as RegExpExecArray;
     const day = dayNumberOf(Number(m[1]), Number(m[2]), Number(m[3]));
     if (day === null || Number(m[4]) > 23) return null;
     const wall = day * DAY + Number(m[4]) * HOUR;
@@ -493,7 +533,7 @@ export function windowByKey(tf: Timeframe, key: string): Window | null {
     if (p === null) return null;
     start = resolveWall(c.zone, cal.wallStart(p));
   }
-  if (start >= MAX_INSTANT || start < -2 * DAY * 31) return null;
+  if (start >= MAX_INSTANT || start < -62 * DAY) return null; // cannot hold an instant in [0, MAX_INSTANT)
   const w = locate(c, start);
   if (w.key !== key || w.start !== start || w.end <= 0) return null;
   return w;

@@ -10,7 +10,9 @@ import { describeError, schemas } from '../api/http/validate';
 
 export const MAX_FUTURE_MS = 3600_000;
 
-export type Parsed = { ok: true; record: EventRecord } | { ok: false; event_id: string | null; reason: string; forbidden?: boolean };
+export type Parsed =
+  | { ok: true; record: EventRecord }
+  | { ok: false; event_id: string | null; reason: string; forbidden?: boolean };
 
 interface Nested {
   event_id: string;
@@ -34,9 +36,18 @@ export function parseEvent(
   raw: unknown,
   ctx: { tenantId: string; principal: Principal; now: number; allowFlat: boolean },
 ): Parsed {
-  const id = typeof (raw as { event_id?: unknown })?.event_id === 'string' ? (raw as { event_id: string }).event_id : null;
-  const fail = (reason: string, forbidden = false): Parsed => ({ ok: false, event_id: id, reason, forbidden });
-  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) return fail('event must be a JSON object');
+  const id =
+    typeof (raw as { event_id?: unknown })?.event_id === 'string'
+      ? (raw as { event_id: string }).event_id
+      : null;
+  const fail = (reason: string, forbidden = false): Parsed => ({
+    ok: false,
+    event_id: id,
+    reason,
+    forbidden,
+  });
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw))
+    return fail('event must be a JSON object');
 
   const flat = ctx.allowFlat && 'event_type' in raw && !('type' in raw);
   const schemaId = flat ? 'event.flat' : 'event';
@@ -47,7 +58,13 @@ export function parseEvent(
   let e: Nested;
   if (flat) {
     const f = copy as Flat;
-    e = { event_id: f.event_id, type: f.event_type, actor: { user_id: f.user_id }, occurred_at: f.timestamp, attrs: f.attributes };
+    e = {
+      event_id: f.event_id,
+      type: f.event_type,
+      actor: { user_id: f.user_id },
+      occurred_at: f.timestamp,
+      attrs: f.attributes,
+    };
   } else {
     e = copy as Nested;
   }

@@ -28,7 +28,11 @@ async function append(deps: IngestDeps, records: EventRecord[]): Promise<void> {
       records.map((r) => ({ key: eventKey(r.tenant_id, r.user_id), value: r })),
     );
   } catch (err) {
-    throw new ApiError(503, 'SERVICE_UNAVAILABLE', `The event log did not accept the events; retry (${(err as Error).message})`);
+    throw new ApiError(
+      503,
+      'SERVICE_UNAVAILABLE',
+      `The event log did not accept the events; retry (${(err as Error).message})`,
+    );
   }
 }
 
@@ -51,7 +55,11 @@ export function ingestRoutes(deps: IngestDeps): RouteSpec[] {
         });
         if (!parsed.ok) {
           if (parsed.forbidden) throw errors.forbidden(parsed.reason);
-          if (signed) throw signedErrors.invalid(/is required/.test(parsed.reason) ? 'VAL_001' : 'VAL_002', parsed.reason);
+          if (signed)
+            throw signedErrors.invalid(
+              /is required/.test(parsed.reason) ? 'VAL_001' : 'VAL_002',
+              parsed.reason,
+            );
           throw errors.validation(parsed.reason);
         }
         await append(deps, [parsed.record]);
@@ -76,7 +84,12 @@ export function ingestRoutes(deps: IngestDeps): RouteSpec[] {
         const results: Array<{ event_id: string | null; status: 'accepted' | 'failed'; error?: string }> = [];
         const accepted: EventRecord[] = [];
         for (const raw of events) {
-          const p = parseEvent(raw, { tenantId: req.tenant!.id, principal: req.principal!, now, allowFlat: signed });
+          const p = parseEvent(raw, {
+            tenantId: req.tenant!.id,
+            principal: req.principal!,
+            now,
+            allowFlat: signed,
+          });
           if (p.ok) {
             accepted.push(p.record);
             results.push({ event_id: p.record.event_id, status: 'accepted' });

@@ -19,7 +19,8 @@ import type { Logger } from '../runtime/logger';
 import type { Metrics } from '../runtime/metrics';
 import { readOffsets } from './offsets';
 
-export type Outcome = { kind: 'ok' } | { kind: 'skip'; reason: string } | { kind: 'dead_letter'; reason: string };
+export type Outcome =
+  { kind: 'ok' } | { kind: 'skip'; reason: string } | { kind: 'dead_letter'; reason: string };
 
 export const ok: Outcome = { kind: 'ok' };
 export const skip = (reason: string): Outcome => ({ kind: 'skip', reason });
@@ -73,10 +74,14 @@ export interface FrameworkOptions {
   lagIntervalMs?: number;
 }
 
-export async function startProcessor<T>(deps: FrameworkDeps, p: Processor<T>, opts: FrameworkOptions = {}): Promise<RunningProcessor> {
+export async function startProcessor<T>(
+  deps: FrameworkDeps,
+  p: Processor<T>,
+  opts: FrameworkOptions = {},
+): Promise<RunningProcessor> {
   const maxDead = opts.maxDeadLetters ?? 100;
   const deadWindow = opts.deadLetterWindowMs ?? 60_000;
-  const topicName = p.topic.name;
+  const topicName = deps.eventLog.physicalName(p.topic);
   const labels = { group: p.group, topic: topicName };
   const log = deps.log.child({ processor: p.group });
   const deadTimes: number[] = [];
@@ -102,8 +107,14 @@ export async function startProcessor<T>(deps: FrameworkDeps, p: Processor<T>, op
       const from = Number(r.rows[0]!.next_offset);
       const fresh = batch.records.filter((x) => x.offset >= from);
       const replayed = batch.records.filter((x) => x.offset < from);
-      const res = await p.apply(q, { partition: batch.partition, nextOffset: batch.nextOffset, fresh, replayed });
-      if (res.outcomes.length !== fresh.length) throw new Error(`${p.group}: ${res.outcomes.length} outcomes for ${fresh.length} records`);
+      const res = await p.apply(q, {
+        partition: batch.partition,
+        nextOffset: batch.nextOffset,
+        fresh,
+        replayed,
+      });
+      if (res.outcomes.length !== fresh.length)
+        throw new Error(`${p.group}: ${res.outcomes.length} outcomes for ${fresh.length} records`);
       for (const [i, o] of res.outcomes.entries()) {
         if (o.kind !== 'dead_letter') continue;
         const rec = fresh[i]!;
@@ -126,7 +137,8 @@ export async function startProcessor<T>(deps: FrameworkDeps, p: Processor<T>, op
 
     const counts = { ok: 0, skip: 0, dead_letter: 0 };
     for (const o of outcomes) counts[o.kind]++;
-    for (const [outcome, n] of Object.entries(counts)) if (n) deps.metrics.consumerRecords.inc({ ...labels, outcome }, n);
+    for (const [outcome, n] of Object.entries(counts))
+      if (n) deps.metrics.consumerRecords.inc({ ...labels, outcome }, n);
     if (counts.dead_letter) {
       const now = Date.now();
       for (let i = 0; i < counts.dead_letter; i++) deadTimes.push(now);

@@ -48,7 +48,11 @@ describe('loadConfig', () => {
   });
 
   it('parses a subset of roles', () => {
-    expect(loadConfig({ LUDUS_ROLES: 'ingest, processors' }).roles).toEqual(['ingest', 'processors']);
+    expect(loadConfig({ LUDUS_ROLES: 'ingest, api, processors' }).roles).toEqual([
+      'ingest',
+      'api',
+      'processors',
+    ]);
   });
 
   const bad: Array<[string, Record<string, string>, RegExp]> = [
@@ -88,6 +92,11 @@ describe('loadConfig', () => {
       'bad rate limit',
       { LUDUS_RATE_LIMIT_INGEST: '10/x' },
       /^LUDUS_RATE_LIMIT_INGEST: must be "off" or a list/,
+    ],
+    [
+      'memory ranks split from processors',
+      { LUDUS_ROLES: 'api' },
+      /^LUDUS_RANKS: the memory rank index is fed only/,
     ],
     ['hostile database name', { LUDUS_CLICKHOUSE_DATABASE: 'x; DROP' }, /^LUDUS_CLICKHOUSE_DATABASE:/],
   ];

@@ -46,6 +46,8 @@ export interface Config {
   dedupeWindowMs: number;
   /** How often the scheduler ticks, ms. */
   schedulerIntervalMs: number;
+  /** Live leaderboard WebSockets: how often a page is re-read, and the ping interval, ms. */
+  live: { throttleMs: number; pingMs: number };
   /** How long start-up waits for each external store before giving up, in ms. */
   connectTimeoutMs: number;
   /** How long graceful shutdown waits for in-flight work, in ms. */
@@ -145,6 +147,13 @@ export function loadConfig(env: Env = process.env): Config {
     rateLimiter: oneOf('LUDUS_RATE_LIMITER', ['memory', 'redis'], dist ? 'redis' : 'memory'),
   };
 
+  if (adapters.ranks === 'memory' && roles.includes('api') !== roles.includes('processors')) {
+    throw new ConfigError(
+      'LUDUS_RANKS',
+      'the memory rank index is fed only in the process that runs processors: run the api and processors roles together, or use redis',
+    );
+  }
+
   const databaseUrl = url('LUDUS_DATABASE_URL', ['postgres:', 'postgresql:']);
   const brokersRaw = opt('LUDUS_KAFKA_BROKERS');
   const brokers = brokersRaw ? brokersRaw.split(',').map((b) => b.trim()) : [];
@@ -237,6 +246,10 @@ export function loadConfig(env: Env = process.env): Config {
     tenantCacheMs: int('LUDUS_TENANT_CACHE_MS', 1000, 0, 600000),
     dedupeWindowMs: int('LUDUS_DEDUPE_WINDOW_SECONDS', 300, 1, 30 * 86400) * 1000,
     schedulerIntervalMs: int('LUDUS_SCHEDULER_INTERVAL_MS', 1000, 50, 3600000),
+    live: {
+      throttleMs: int('LUDUS_LIVE_THROTTLE_MS', 1000, 50, 60000),
+      pingMs: int('LUDUS_LIVE_PING_MS', 30000, 100, 600000),
+    },
     connectTimeoutMs: int('LUDUS_CONNECT_TIMEOUT_MS', 10000, 100, 600000),
     shutdownTimeoutMs: int('LUDUS_SHUTDOWN_TIMEOUT_MS', 15000, 0, 600000),
   };

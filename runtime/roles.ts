@@ -3,6 +3,8 @@ import type { AddressInfo } from 'node:net';
 import { buildAdminGateway } from '../api/admin';
 import { closeServer, listen, type Gateway, type GatewayName } from '../api/http/gateway';
 import { buildQueryGateway } from '../api/query';
+import { attachLiveLeaderboards, LIVE_DEFAULTS } from '../api/leaderboards/live';
+import { LeaderboardQueries } from '../core/leaderboards/queries';
 import { buildIngestGateway } from '../ingest/gateway';
 import { allRoutes } from '../api/routes';
 import { startAnalyticsSink } from '../processors/analytics-sink/sink';
@@ -43,7 +45,9 @@ export async function startRoles(ctx: AppContext, roles: Role[] = ctx.config.rol
   const listening: Listening[] = [];
   const consumers: Array<{ stop(): Promise<void> }> = [];
   const schedulers: Scheduler[] = [];
+  const closers: Array<() => Promise<void>> = [];
   const stop = async () => {
+    for (const c of closers) await c();
     await Promise.all(listening.map((l) => closeServer(l.server, config.shutdownTimeoutMs)));
     await Promise.all(consumers.map((c) => c.stop()));
     await Promise.all(schedulers.map((s) => s.stop()));
@@ -64,6 +68,17 @@ export async function startRoles(ctx: AppContext, roles: Role[] = ctx.config.rol
     if (roles.includes('api')) {
       await serve('admin', config.ports.admin);
       await serve('query', config.ports.query);
+      const queries = new LeaderboardQueries({
+        sql: ctx.adapters.sql,
+        ranks: ctx.adapters.ranks,
+        clock: ctx.clock,
+      });
+      const live = attachLiveLeaderboards(
+        listening.find((l) => l.gateway === 'query')!.server,
+        { sql: ctx.adapters.sql, queries, auth: ctx.services.auth, log },
+        { ...LIVE_DEFAULTS, throttleMs: config.live.throttleMs, pingMs: config.live.pingMs },
+      );
+      closers.push(async () => live.close());
     }
     if (roles.includes('processors')) {
       const pipeline = pipelineProcessor({ ...ctx.adapters, clock: ctx.clock, log });

@@ -12,7 +12,11 @@ export function closeWindowsJob(deps: ClosingDeps & { log: Logger }, batch = 100
     async run(now) {
       for (const w of await dueWindows(deps.sql, now, batch)) {
         const r = await closeWindow(deps, w, now);
-        if (r === 'closed') deps.log.info({ tenant_id: w.tenant_id, leaderboard_id: w.leaderboard_id, window_key: w.window_key }, 'window closed');
+        if (r === 'closed')
+          deps.log.info(
+            { tenant_id: w.tenant_id, leaderboard_id: w.leaderboard_id, window_key: w.window_key },
+            'window closed',
+          );
       }
       await exportPending(deps);
     },

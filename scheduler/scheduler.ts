@@ -79,6 +79,8 @@ export class Scheduler {
     this.stopped = true;
     if (this.timer) clearTimeout(this.timer);
     if (this.running) await this.running;
-    await this.deps.sql.query('DELETE FROM scheduler_lease WHERE holder = $1', [this.id]).catch(() => undefined);
+    await this.deps.sql
+      .query('DELETE FROM scheduler_lease WHERE holder = $1', [this.id])
+      .catch(() => undefined);
   }
 }

@@ -53,7 +53,9 @@ class TopicTypes {
   encode(value: unknown): Buffer {
     const paths: string[] = [];
     if (!this.writer.isValid(value, { errorHook: (path) => paths.push(path.join('.') || '(root)') })) {
-      throw new Error(`invalid record for topic ${this.topic.name}: bad or missing field(s) ${paths.join(', ')}`);
+      throw new Error(
+        `invalid record for topic ${this.topic.name}: bad or missing field(s) ${paths.join(', ')}`,
+      );
     }
     return this.writer.toBuffer(value);
   }
@@ -62,7 +64,8 @@ class TopicTypes {
   decodeWith(writer: AvroType, key: string, bytes: Buffer): unknown {
     let resolver = this.resolvers.get(key);
     if (resolver === undefined) {
-      resolver = writer === this.reader || writer.equals(this.reader) ? null : this.reader.createResolver(writer);
+      resolver =
+        writer === this.reader || writer.equals(this.reader) ? null : this.reader.createResolver(writer);
       this.resolvers.set(key, resolver);
     }
     return resolver ? this.reader.fromBuffer(bytes, resolver) : this.reader.fromBuffer(bytes);
@@ -89,7 +92,8 @@ export class PlainAvroCodec implements SchemaCodec {
     const types = typesOf(topic);
     const v = writerVersion ?? types.versions.length;
     const writer = types.versions[v - 1];
-    if (!writer) throw new Error(`topic ${topic.name} has no schema version ${v} (it lists ${types.versions.length})`);
+    if (!writer)
+      throw new Error(`topic ${topic.name} has no schema version ${v} (it lists ${types.versions.length})`);
     return types.decodeWith(writer, `v${v}`, bytes) as T;
   }
 
@@ -140,7 +144,9 @@ export class RegistryAvroCodec implements SchemaCodec {
         .then((r) => r.id)
         .catch((err: unknown) => {
           this.writerIds.delete(subject); // retry on the next call
-          throw new Error(`cannot register schema ${subject} at ${this.opts.url}: ${describeRegistryError(err)}`);
+          throw new Error(
+            `cannot register schema ${subject} at ${this.opts.url}: ${describeRegistryError(err)}`,
+          );
         });
       this.writerIds.set(subject, id);
     }
@@ -158,7 +164,9 @@ export class RegistryAvroCodec implements SchemaCodec {
 
   async decode<T>(topic: Topic<T>, bytes: Buffer): Promise<T> {
     if (bytes.length < 5 || bytes.readUInt8(0) !== CONFLUENT_MAGIC_BYTE) {
-      throw new Error(`record of topic ${topic.name} is not in the Confluent wire format (magic byte ${bytes[0]})`);
+      throw new Error(
+        `record of topic ${topic.name} is not in the Confluent wire format (magic byte ${bytes[0]})`,
+      );
     }
     const id = bytes.readInt32BE(1);
     const writer = await this.writerType(id);
@@ -177,7 +185,9 @@ export class RegistryAvroCodec implements SchemaCodec {
         .then((s) => Type.forSchema((s as unknown as AvroType).schema() as Schema))
         .catch((err: unknown) => {
           this.writerTypes.delete(id);
-          throw new Error(`cannot fetch schema id ${id} from ${this.opts.url}: ${describeRegistryError(err)}`);
+          throw new Error(
+            `cannot fetch schema id ${id} from ${this.opts.url}: ${describeRegistryError(err)}`,
+          );
         });
       this.writerTypes.set(id, t);
     }

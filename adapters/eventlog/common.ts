@@ -13,7 +13,8 @@ const kafkajsPartitioner = Partitioners.DefaultPartitioner();
 const metadataCache = new Map<number, Parameters<typeof kafkajsPartitioner>[0]['partitionMetadata']>();
 
 export function partitionForKey(key: string, partitions: number): number {
-  if (!Number.isInteger(partitions) || partitions < 1) throw new Error(`invalid partition count: ${partitions}`);
+  if (!Number.isInteger(partitions) || partitions < 1)
+    throw new Error(`invalid partition count: ${partitions}`);
   let metadata = metadataCache.get(partitions);
   if (!metadata) {
     // Only the length (and a non-negative leader) matters to a keyed message.
@@ -83,18 +84,18 @@ export class Signal {
   }
 }
 
-/** Sleeps `ms`, or less when `cancel` fires first. Leaves no timer or listener behind. */
-export function sleepUnless(ms: number, cancel: Signal): Promise<void> {
-  if (cancel.fired) return Promise.resolve();
+/** Sleeps `ms`, or less when `cancel` (any of them) fires first. Leaves no timer or listener behind. */
+export function sleepUnless(ms: number, cancel: Signal | Signal[]): Promise<void> {
+  const signals = Array.isArray(cancel) ? cancel : [cancel];
+  if (signals.some((s) => s.fired)) return Promise.resolve();
   return new Promise<void>((resolve) => {
-    const off = cancel.on(() => {
+    const done = () => {
       clearTimeout(timer);
+      for (const off of offs) off();
       resolve();
-    });
-    const timer = setTimeout(() => {
-      off();
-      resolve();
-    }, ms);
+    };
+    const timer = setTimeout(done, ms);
+    const offs = signals.map((s) => s.on(done));
   });
 }
 

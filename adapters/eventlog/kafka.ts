@@ -147,11 +147,6 @@ export class KafkaEventLog implements EventLog {
     return this.prefix + group;
   }
 
-  /** The registry codec in use (tests read the schema id of the wire format through it). */
-  get schemaCodec(): SchemaCodec {
-    return this.codec;
-  }
-
   /**
    * Connects the admin client and the producer, within connectTimeoutMs. Called by every other
    * method; call it (or ping) at start to fail fast with `cannot reach Kafka at <brokers>: <reason>`.
@@ -178,7 +173,13 @@ export class KafkaEventLog implements EventLog {
     await this.connect();
     const name = this.physicalName(topic);
     await this.admin.createTopics({
-      topics: [{ topic: name, numPartitions: topic.partitions, replicationFactor: this.opts.replicationFactor ?? -1 }],
+      topics: [
+        {
+          topic: name,
+          numPartitions: topic.partitions,
+          replicationFactor: this.opts.replicationFactor ?? -1,
+        },
+      ],
       waitForLeaders: true,
     });
     const { topics } = await this.admin.fetchTopicMetadata({ topics: [name] });
@@ -198,7 +199,8 @@ export class KafkaEventLog implements EventLog {
     await this.connect();
     const messages = await Promise.all(
       records.map(async (r) => {
-        if (typeof r.key !== 'string') throw new Error(`append to ${topic.name}: every record needs a string key`);
+        if (typeof r.key !== 'string')
+          throw new Error(`append to ${topic.name}: every record needs a string key`);
         return { key: r.key, value: await this.codec.encode(topic, r.value) };
       }),
     );
@@ -256,7 +258,9 @@ export class KafkaEventLog implements EventLog {
     if (!url) return;
     let res: Response;
     try {
-      res = await fetch(`${url.replace(/\/+$/, '')}/schemas/types`, { signal: AbortSignal.timeout(this.opts.connectTimeoutMs ?? 5000) });
+      res = await fetch(`${url.replace(/\/+$/, '')}/schemas/types`, {
+        signal: AbortSignal.timeout(this.opts.connectTimeoutMs ?? 5000),
+      });
     } catch (err) {
       const cause = (err as { cause?: unknown }).cause;
       throw new Error(`cannot reach the schema registry at ${url}: ${errorMessage(cause ?? err)}`);
@@ -284,7 +288,10 @@ export class KafkaEventLog implements EventLog {
     const { message, ...fields } = log;
     const transport = namespace === 'Connection' || namespace === 'BrokerPool';
     if (transport && level <= KafkaLogLevel.WARN) {
-      this.lastConnectionError = String(message).replace(/^Failed to connect to seed broker, trying another broker from the list: /, '');
+      this.lastConnectionError = String(message).replace(
+        /^Failed to connect to seed broker, trying another broker from the list: /,
+        '',
+      );
     }
     const text = `kafkajs ${namespace}: ${message}`;
     if (level === KafkaLogLevel.ERROR) this.log(transport ? 'warn' : 'error', text, fields);
@@ -293,6 +300,15 @@ export class KafkaEventLog implements EventLog {
     else this.log('debug', text, fields);
   }
 }
+
+const DEFAULT_REBALANCE_TIMEOUT_MS = 30000;
+/** Heartbeat errors after which kafkajs rejoins the group (its isRebalancing, and a lost member id). */
+const REJOIN_ERRORS = new Set([
+  'REBALANCE_IN_PROGRESS',
+  'NOT_COORDINATOR_FOR_GROUP',
+  'ILLEGAL_GENERATION',
+  'UNKNOWN_MEMBER_ID',
+]);
 
 interface MemberDeps<T> {
   kafka: Kafka;
@@ -335,8 +351,11 @@ class KafkaMember<T> implements Consumer {
   private stopping: Promise<void> | undefined;
   private restartTimer: NodeJS.Timeout | undefined;
   private restarts = 0;
-  /** A heartbeat said the group is rebalancing: finish no more chunks, let kafkajs rejoin soon. */
-  private rejoining = false;
+  /**
+   * Until when (ms) a heartbeat's rebalance error holds further chunks back, so that kafkajs can
+   * rejoin within the rebalance timeout. Reset by the next GROUP_JOIN; expires by itself anyway.
+   */
+  private rejoiningUntil = 0;
 
   constructor(private readonly d: MemberDeps<T>) {
     this.maxBatchSize = d.opts.maxBatchSize ?? 500;
@@ -345,13 +364,15 @@ class KafkaMember<T> implements Consumer {
     this.consumer = d.kafka.consumer({
       groupId: d.groupId,
       sessionTimeout: t.sessionTimeoutMs ?? 10000,
-      rebalanceTimeout: t.rebalanceTimeoutMs ?? 30000,
+      rebalanceTimeout: t.rebalanceTimeoutMs ?? DEFAULT_REBALANCE_TIMEOUT_MS,
       heartbeatInterval: t.heartbeatIntervalMs ?? 1000,
       maxWaitTimeInMs: t.maxWaitTimeMs ?? 500,
       allowAutoTopicCreation: false,
       readUncommitted: false,
     });
-    this.consumer.on(this.consumer.events.GROUP_JOIN, (e) => this.onJoin(e.payload.memberAssignment[d.physicalName] ?? []));
+    this.consumer.on(this.consumer.events.GROUP_JOIN, (e) =>
+      this.onJoin(e.payload.memberAssignment[d.physicalName] ?? []),
+    );
     this.consumer.on(this.consumer.events.CRASH, (e) => this.onCrash(e.payload.error, e.payload.restart));
   }
 
@@ -406,7 +427,7 @@ class KafkaMember<T> implements Consumer {
     if (this.stopped.fired) return;
     const generation = ++this.generation;
     this.restarts = 0;
-    this.rejoining = false;
+    this.rejoiningUntil = 0;
     for (const st of this.parts.values()) st.retired.fire();
     this.parts = new Map(
       partitions.map((p) => [
@@ -414,14 +435,19 @@ class KafkaMember<T> implements Consumer {
         { generation, ready: false, failed: false, position: 0, attempts: 0, retired: new Signal() },
       ]),
     );
-    if (partitions.length > 0) this.safely('pause', () => this.consumer.pause([{ topic: this.d.physicalName, partitions }]));
+    if (partitions.length > 0)
+      this.safely('pause', () => this.consumer.pause([{ topic: this.d.physicalName, partitions }]));
     this.d.log('debug', 'kafka consumer joined its group', { group: this.d.groupId, generation, partitions });
+    this.notifyAssignment();
+    if (partitions.length > 0) void this.prepare(generation, partitions);
+  }
+
+  private notifyAssignment(): void {
     try {
       this.d.handlers.onAssignment?.(this.assignment());
     } catch (err) {
       this.d.log('warn', 'onAssignment threw', { error: errorMessage(err) });
     }
-    if (partitions.length > 0) void this.prepare(generation, partitions);
   }
 
   /** resumeFrom (retried), then seek every partition of this generation and let it be fetched. */
@@ -433,7 +459,11 @@ class KafkaMember<T> implements Consumer {
         positions = await this.d.handlers.resumeFrom(partitions);
       } catch (err) {
         const wait = backoffDelay(attempt, this.d.backoff);
-        this.d.log('error', 'resumeFrom failed; retrying', { topic: this.d.topic.name, error: errorMessage(err), retryInMs: wait });
+        this.d.log('error', 'resumeFrom failed; retrying', {
+          topic: this.d.topic.name,
+          error: errorMessage(err),
+          retryInMs: wait,
+        });
         await sleepUnless(wait, this.stopped);
       }
     }
@@ -464,7 +494,9 @@ class KafkaMember<T> implements Consumer {
       if (all.length > 0) payload.resolveOffset(all[all.length - 1].offset);
       return;
     }
-    const fetched = Number((batch as unknown as { fetchedOffset?: string }).fetchedOffset ?? messages[0].offset);
+    const fetched = Number(
+      (batch as unknown as { fetchedOffset?: string }).fetchedOffset ?? messages[0].offset,
+    );
     if (Number(messages[0].offset) > st.position && fetched > st.position) {
       this.d.log('warn', 'kafka skipped records below the fetch position (deleted by retention?)', {
         topic: this.d.physicalName,
@@ -475,7 +507,14 @@ class KafkaMember<T> implements Consumer {
     }
     let handled = false;
     for (const part of chunk(messages, this.maxBatchSize)) {
-      if (!payload.isRunning() || payload.isStale() || this.rejoining || this.parts.get(p) !== st || st.failed || this.stopped.fired) {
+      if (
+        !payload.isRunning() ||
+        payload.isStale() ||
+        Date.now() < this.rejoiningUntil ||
+        this.parts.get(p) !== st ||
+        st.failed ||
+        this.stopped.fired
+      ) {
         break;
       }
       let delivered: Batch<T>;
@@ -492,7 +531,12 @@ class KafkaMember<T> implements Consumer {
             timestamp: Number(m.timestamp),
           });
         }
-        delivered = { topic: this.d.topic.name, partition: p, records, nextOffset: records[records.length - 1].offset + 1 };
+        delivered = {
+          topic: this.d.topic.name,
+          partition: p,
+          records,
+          nextOffset: records[records.length - 1].offset + 1,
+        };
         await this.d.handlers.handleBatch(delivered);
       } catch (err) {
         this.fail(st, p, err, payload);
@@ -505,17 +549,26 @@ class KafkaMember<T> implements Consumer {
       try {
         await payload.heartbeat();
       } catch (err) {
-        // Rebalance (or lost coordinator): the other partitions stop after their current chunk,
-        // so that this member rejoins within the rebalance timeout; kafkajs handles the error.
-        this.rejoining = true;
+        // A rebalance: the other partitions stop after their current chunk, so that this member
+        // rejoins within the rebalance timeout. kafkajs handles the error (it rejoins).
+        if (REJOIN_ERRORS.has((err as { type?: string }).type ?? '')) {
+          this.rejoiningUntil =
+            Date.now() + (this.d.tuning.rebalanceTimeoutMs ?? DEFAULT_REBALANCE_TIMEOUT_MS);
+        }
         throw err;
       }
     }
     if (handled && this.d.commitForMonitoring && this.parts.get(p) === st) {
       // Lag monitoring only: the consumer's own store is the truth. Failures are harmless.
       await payload
-        .commitOffsetsIfNecessary({ topics: [{ topic: this.d.physicalName, partitions: [{ partition: p, offset: String(st.position) }] }] })
-        .catch((err: unknown) => this.d.log('debug', 'offset commit for monitoring failed', { error: errorMessage(err) }));
+        .commitOffsetsIfNecessary({
+          topics: [
+            { topic: this.d.physicalName, partitions: [{ partition: p, offset: String(st.position) }] },
+          ],
+        })
+        .catch((err: unknown) =>
+          this.d.log('debug', 'offset commit for monitoring failed', { error: errorMessage(err) }),
+        );
     }
   }
 
@@ -542,12 +595,18 @@ class KafkaMember<T> implements Consumer {
           position = (await this.d.handlers.resumeFrom([p])).get(p) ?? 0;
         } catch (e) {
           st.attempts++;
-          this.d.log('error', 'resumeFrom failed; retrying', { topic: this.d.topic.name, partition: p, error: errorMessage(e) });
+          this.d.log('error', 'resumeFrom failed; retrying', {
+            topic: this.d.topic.name,
+            partition: p,
+            error: errorMessage(e),
+          });
           await sleepUnless(backoffDelay(st.attempts, this.d.backoff), st.retired);
         }
       }
       if (this.parts.get(p) !== st || this.stopped.fired) return;
-      const sought = this.safely('seek', () => this.consumer.seek({ topic: this.d.physicalName, partition: p, offset: String(position) }));
+      const sought = this.safely('seek', () =>
+        this.consumer.seek({ topic: this.d.physicalName, partition: p, offset: String(position) }),
+      );
       if (!sought) return; // restarting: the next GROUP_JOIN takes over
       st.position = position;
       st.failed = false;
@@ -557,8 +616,10 @@ class KafkaMember<T> implements Consumer {
 
   private onCrash(error: Error, restart: boolean): void {
     for (const st of this.parts.values()) st.retired.fire();
+    const owned = this.parts.size > 0;
     this.parts = new Map();
     if (this.stopped.fired) return;
+    if (owned) this.notifyAssignment();
     this.d.log('error', `kafka consumer crashed (${restart ? 'kafkajs restarts it' : 'restarting it'})`, {
       group: this.d.groupId,
       error: `${error.name}: ${error.message}`,
@@ -568,7 +629,9 @@ class KafkaMember<T> implements Consumer {
     const wait = backoffDelay(++this.restarts, { initialMs: 1000, maxMs: 30000 });
     this.restartTimer = setTimeout(() => {
       if (this.stopped.fired) return;
-      this.run().catch((err: unknown) => this.onCrash(err instanceof Error ? err : new Error(String(err)), false));
+      this.run().catch((err: unknown) =>
+        this.onCrash(err instanceof Error ? err : new Error(String(err)), false),
+      );
     }, wait);
   }
 

@@ -19,8 +19,8 @@
  * the member's poll (one cheap query of the partition heads every pollIntervalMs) sees new records
  * appended by another process or instance.
  *
- * Retention: none yet; event_log_records grows with every event (see the migration for the plan;
- * `LocalEventLog.retain` is the place for the job).
+ * Retention: none yet; event_log_records grows with every event (see the migration and the
+ * RETENTION note in the class for the plan).
  */
 import { EventEmitter } from 'node:events';
 import { Mutex } from '../sql/mutex';
@@ -86,7 +86,10 @@ export class LocalEventLog implements EventLog {
   private closed = false;
 
   /** `sql`: the SQL store, migrated (002_event_log). Not owned: close() leaves it open. */
-  constructor(sql: Sql, private readonly opts: LocalEventLogOptions = {}) {
+  constructor(
+    sql: Sql,
+    private readonly opts: LocalEventLogOptions = {},
+  ) {
     this.sql = sql;
     this.codec = opts.codec ?? new PlainAvroCodec();
     this.prefix = opts.topicPrefix ?? '';
@@ -102,13 +105,14 @@ export class LocalEventLog implements EventLog {
   async ensureTopic(topic: Topic<unknown>): Promise<void> {
     const name = this.physicalName(topic);
     await this.sql.tx(async (q) => {
-      await q.query('INSERT INTO event_log_topics (topic, partitions) VALUES ($1, $2) ON CONFLICT (topic) DO NOTHING', [
-        name,
-        topic.partitions,
-      ]);
-      const { rows } = await q.query<{ partitions: number }>('SELECT partitions FROM event_log_topics WHERE topic = $1', [
-        name,
-      ]);
+      await q.query(
+        'INSERT INTO event_log_topics (topic, partitions) VALUES ($1, $2) ON CONFLICT (topic) DO NOTHING',
+        [name, topic.partitions],
+      );
+      const { rows } = await q.query<{ partitions: number }>(
+        'SELECT partitions FROM event_log_topics WHERE topic = $1',
+        [name],
+      );
       if (rows[0].partitions !== topic.partitions) {
         throw new Error(
           `topic ${name} exists with ${rows[0].partitions} partitions, the code expects ${topic.partitions}: ` +
@@ -148,7 +152,8 @@ export class LocalEventLog implements EventLog {
            WHERE topic = $1 AND partition = $2 RETURNING next_offset`,
           [name, p, list.length],
         );
-        if (rows.length === 0) throw new Error(`topic ${name} (partition ${p}) does not exist: call ensureTopic first`);
+        if (rows.length === 0)
+          throw new Error(`topic ${name} (partition ${p}) does not exist: call ensureTopic first`);
         let offset = Number(rows[0].next_offset) - list.length;
         for (const part of chunk(list, INSERT_CHUNK)) {
           // $1 topic, $2 partition, $3 schema version; then offset, key, value per record.
@@ -172,9 +177,10 @@ export class LocalEventLog implements EventLog {
     this.assertOpen();
     if (!opts.group) throw new Error('consume: a consumer group is required');
     const name = this.physicalName(topic);
-    const { rows } = await this.sql.query<{ partitions: number }>('SELECT partitions FROM event_log_topics WHERE topic = $1', [
-      name,
-    ]);
+    const { rows } = await this.sql.query<{ partitions: number }>(
+      'SELECT partitions FROM event_log_topics WHERE topic = $1',
+      [name],
+    );
     if (rows.length === 0) throw new Error(`topic ${name} does not exist: call ensureTopic first`);
     const groupKey = `${name}\u0000${opts.group}`;
     let group = this.groups.get(groupKey);
@@ -218,13 +224,10 @@ export class LocalEventLog implements EventLog {
     await this.sql.ping();
   }
 
-  /**
-   * The place for a retention job (not implemented: the table grows). It would delete records
-   * below every group's stored offset and older than a retention period, per partition.
-   */
-  retain(): Promise<never> {
-    return Promise.reject(new Error('LocalEventLog retention is not implemented yet'));
-  }
+  // RETENTION (not implemented): event_log_records grows with every event. The job belongs here,
+  // e.g. `retain(olderThanMs)`: per (topic, partition), DELETE records with "offset" below the
+  // smallest next_offset any group stored in consumer_offsets AND appended before now - olderThanMs,
+  // in small batches; the scheduler role would run it. See 002_event_log.sql.
 
   /** Stops every consumer of this instance (in-flight batches finish). Leaves the SQL store open. */
   async close(): Promise<void> {
@@ -403,8 +406,14 @@ class LocalMember<T> implements Consumer {
       try {
         positions = await this.d.handlers.resumeFrom(pending.map((l) => l.partition));
       } catch (err) {
-        this.d.log('error', 'resumeFrom failed; retrying', { topic: this.d.topic.name, error: errorMessage(err) });
-        await sleepUnless(backoffDelay(attempt, this.d.backoff), anyOf(pending.map((l) => l.stopped)));
+        this.d.log('error', 'resumeFrom failed; retrying', {
+          topic: this.d.topic.name,
+          error: errorMessage(err),
+        });
+        await sleepUnless(
+          backoffDelay(attempt, this.d.backoff),
+          pending.map((l) => l.stopped),
+        );
       }
     }
     for (const l of live()) {
@@ -426,7 +435,11 @@ class LocalMember<T> implements Consumer {
           needsResume = false;
         } catch (err) {
           failures++;
-          log('error', 'resumeFrom failed; retrying', { topic: topic.name, partition: l.partition, error: errorMessage(err) });
+          log('error', 'resumeFrom failed; retrying', {
+            topic: topic.name,
+            partition: l.partition,
+            error: errorMessage(err),
+          });
           await sleepUnless(backoffDelay(failures, this.d.backoff), l.stopped);
           continue;
         }
@@ -518,11 +531,4 @@ class LocalMember<T> implements Consumer {
       if (!this.stopping) this.schedulePoll();
     }
   }
-}
-
-/** A signal that fires when any of `signals` fires. */
-function anyOf(signals: Signal[]): Signal {
-  const s = new Signal();
-  for (const x of signals) x.on(() => s.fire());
-  return s;
 }

@@ -85,6 +85,11 @@ export interface EventLog {
   endOffsets(topic: Topic<unknown>): Promise<Map<number, number>>;
   /** The partition a key maps to. */
   partitionFor(topic: Topic<unknown>, key: string): number;
+  /**
+   * The topic's name in this log (its logical name with the deployment's prefix). Consumers key
+   * their stored offsets by it, so two deployments sharing one SQL store never mix offsets.
+   */
+  physicalName(topic: Topic<unknown>): string;
   ping(): Promise<void>;
   close(): Promise<void>;
 }

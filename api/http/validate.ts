@@ -24,8 +24,20 @@ let shared: SchemaSet | null = null;
 /** Loads schemas/http/*.json once per process. */
 export function schemas(): SchemaSet {
   if (shared) return shared;
-  const strict = new Ajv({ allErrors: false, strict: true, allowUnionTypes: true, coerceTypes: false, useDefaults: true });
-  const coercing = new Ajv({ allErrors: false, strict: true, allowUnionTypes: true, coerceTypes: true, useDefaults: true });
+  const strict = new Ajv({
+    allErrors: false,
+    strict: true,
+    allowUnionTypes: true,
+    coerceTypes: false,
+    useDefaults: true,
+  });
+  const coercing = new Ajv({
+    allErrors: false,
+    strict: true,
+    allowUnionTypes: true,
+    coerceTypes: true,
+    useDefaults: true,
+  });
   addFormats(strict);
   addFormats(coercing);
   const all = new Map<string, object>();

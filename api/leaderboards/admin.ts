@@ -5,7 +5,12 @@
 import type { Sql } from '../../adapters/sql/types';
 import type { Clock } from '../../core/clock';
 import { closeWindow, type ClosingDeps } from '../../core/leaderboards/closing';
-import { validateConfig, type Leaderboard, type LeaderboardConfig, type LeaderboardStatus } from '../../core/leaderboards/definition';
+import {
+  validateConfig,
+  type Leaderboard,
+  type LeaderboardConfig,
+  type LeaderboardStatus,
+} from '../../core/leaderboards/definition';
 import { createBoard, getBoard, getWindow, listBoards, updateBoard } from '../../core/leaderboards/store';
 import { scope } from '../auth/scopes';
 import { errors } from '../http/errors';
@@ -62,7 +67,13 @@ export function leaderboardAdminRoutes(deps: LeaderboardAdminDeps): RouteSpec[] 
       body: 'leaderboard.create',
       status: 201,
       handler: async ({ body, tenant }) => {
-        const b = body as { leaderboard_id: string; name: string; description?: string | null; reward_config_id?: string | null; config: LeaderboardConfig };
+        const b = body as {
+          leaderboard_id: string;
+          name: string;
+          description?: string | null;
+          reward_config_id?: string | null;
+          config: LeaderboardConfig;
+        };
         checkConfig(b.config);
         const created = await createBoard(
           deps.sql,
@@ -127,7 +138,13 @@ export function leaderboardAdminRoutes(deps: LeaderboardAdminDeps): RouteSpec[] 
       tag: 'Leaderboards',
       auth: write,
       handler: async ({ params, tenant }) => {
-        const b = await updateBoard(deps.sql, tenant!.id, params.leaderboard_id!, { status: 'archived' }, deps.clock.now());
+        const b = await updateBoard(
+          deps.sql,
+          tenant!.id,
+          params.leaderboard_id!,
+          { status: 'archived' },
+          deps.clock.now(),
+        );
         if (!b) throw errors.notFound(`Leaderboard ${params.leaderboard_id} not found`);
         return presentBoard(b);
       },
@@ -141,7 +158,11 @@ export function leaderboardAdminRoutes(deps: LeaderboardAdminDeps): RouteSpec[] 
       auth: write,
       handler: async ({ params, tenant }) => {
         await mustGet(tenant!.id, params.leaderboard_id!);
-        const k = { tenant_id: tenant!.id, leaderboard_id: params.leaderboard_id!, window_key: params.window_key! };
+        const k = {
+          tenant_id: tenant!.id,
+          leaderboard_id: params.leaderboard_id!,
+          window_key: params.window_key!,
+        };
         const r = await closeWindow(deps, k, deps.clock.now());
         if (r === 'not_found') throw errors.notFound(`Window ${k.window_key} has no scores`);
         const w = (await getWindow(deps.sql, k))!;

@@ -4,7 +4,12 @@
 import type { Analytics } from '../../adapters/analytics/types';
 import type { Sql } from '../../adapters/sql/types';
 import type { Leaderboard } from '../../core/leaderboards/definition';
-import { LeaderboardQueries, WindowNotFound, type Page, type ResolvedWindow } from '../../core/leaderboards/queries';
+import {
+  LeaderboardQueries,
+  WindowNotFound,
+  type Page,
+  type ResolvedWindow,
+} from '../../core/leaderboards/queries';
 import { getBoard } from '../../core/leaderboards/store';
 import { errors } from '../http/errors';
 import type { RouteSpec } from '../http/route';
@@ -52,10 +57,19 @@ export function leaderboardQueryRoutes(deps: LeaderboardQueryDeps): RouteSpec[] 
   };
   const snapshotTime = (raw: string): number => {
     const t = /^\d{1,16}$/.test(raw) ? Number(raw) : Date.parse(raw);
-    if (!Number.isFinite(t)) throw errors.invalidInput(`snapshot_time must be an RFC 3339 timestamp or Unix milliseconds (got "${raw}")`);
+    if (!Number.isFinite(t))
+      throw errors.invalidInput(
+        `snapshot_time must be an RFC 3339 timestamp or Unix milliseconds (got "${raw}")`,
+      );
     return t;
   };
-  const common = { gateway: 'query', method: 'GET', tag: 'Leaderboards', auth, queryErrorCode: 'INVALID_INPUT' } as const;
+  const common = {
+    gateway: 'query',
+    method: 'GET',
+    tag: 'Leaderboards',
+    auth,
+    queryErrorCode: 'INVALID_INPUT',
+  } as const;
 
   return [
     {
@@ -91,7 +105,12 @@ export function leaderboardQueryRoutes(deps: LeaderboardQueryDeps): RouteSpec[] 
         const b = await board(tenant!.id, params.leaderboard_id!);
         const w = await resolve(b, undefined);
         const r = await deps.queries.rankOf(b, w, params.user_id!);
-        return { leaderboard_id: b.leaderboard_id, window_key: w.key.window_key, user_id: params.user_id, ...r };
+        return {
+          leaderboard_id: b.leaderboard_id,
+          window_key: w.key.window_key,
+          user_id: params.user_id,
+          ...r,
+        };
       },
     },
     {
@@ -123,7 +142,13 @@ export function leaderboardQueryRoutes(deps: LeaderboardQueryDeps): RouteSpec[] 
         const from = q.from ? Date.parse(q.from) : 0;
         const to = q.to ? Date.parse(q.to) : 4_294_967_295_999;
         if (from > to) throw errors.invalidInput('from must not be after to');
-        const list = await deps.analytics.listSnapshots(tenant!.id, params.leaderboard_id!, from, to, q.limit);
+        const list = await deps.analytics.listSnapshots(
+          tenant!.id,
+          params.leaderboard_id!,
+          from,
+          to,
+          q.limit,
+        );
         return {
           leaderboard_id: params.leaderboard_id,
           snapshots: list.map((s) => ({
@@ -145,7 +170,13 @@ export function leaderboardQueryRoutes(deps: LeaderboardQueryDeps): RouteSpec[] 
         const q = query as { limit: number; offset: number };
         await board(tenant!.id, params.leaderboard_id!);
         const t = snapshotTime(params.snapshot_time!);
-        const entries = await deps.analytics.snapshotEntries(tenant!.id, params.leaderboard_id!, t, q.offset, q.limit);
+        const entries = await deps.analytics.snapshotEntries(
+          tenant!.id,
+          params.leaderboard_id!,
+          t,
+          q.offset,
+          q.limit,
+        );
         const meta = (await deps.analytics.listSnapshots(tenant!.id, params.leaderboard_id!, t, t + 1, 1))[0];
         if (!meta) throw errors.notFound(`No snapshot at ${params.snapshot_time}`);
         return {

@@ -22,7 +22,12 @@ export function applyPoints(agg: Aggregation, s: ScoreState | null, points: numb
   }
   switch (agg) {
     case 'sum':
-      return { score: s.total + points, total: s.total + points, n: s.n + 1, tiebreak: Math.max(s.tiebreak, at) };
+      return {
+        score: s.total + points,
+        total: s.total + points,
+        n: s.n + 1,
+        tiebreak: Math.max(s.tiebreak, at),
+      };
     case 'count':
       return { score: s.n + 1, total: s.n + 1, n: s.n + 1, tiebreak: Math.max(s.tiebreak, at) };
     case 'avg': {

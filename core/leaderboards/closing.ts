@@ -15,7 +15,16 @@ import type { Queryable, Sql } from '../../adapters/sql/types';
 import { enqueue } from '../outbox';
 import { rankingSize, rankPolicy, type Leaderboard } from './definition';
 import { rankRun } from './ranking';
-import { countEntries, getBoard, getWindow, markClosed, markExported, standings, unexportedWindows, type WindowKey } from './store';
+import {
+  countEntries,
+  getBoard,
+  getWindow,
+  markClosed,
+  markExported,
+  standings,
+  unexportedWindows,
+  type WindowKey,
+} from './store';
 
 export interface Standing {
   user_id: string;
@@ -24,7 +33,13 @@ export interface Standing {
 }
 
 /** Called inside the closing transaction with the final standings (reward payout). */
-export type PayoutHook = (q: Queryable, board: Leaderboard, window: WindowKey, standings: Standing[], now: number) => Promise<unknown[]>;
+export type PayoutHook = (
+  q: Queryable,
+  board: Leaderboard,
+  window: WindowKey,
+  standings: Standing[],
+  now: number,
+) => Promise<unknown[]>;
 
 export interface ClosingDeps {
   sql: Sql;

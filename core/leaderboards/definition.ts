@@ -2,7 +2,15 @@
  * Leaderboard definitions: their shape (docs/leaderboards.md), semantic validation beyond the JSON
  * Schema (time zones, expressions, conditions), and compilation into a scorer used by the pipeline.
  */
-import { compileExpression, matchConditions, readField, validateConditions, type Compiled, type Condition, type EventView } from '../expressions';
+import {
+  compileExpression,
+  matchConditions,
+  readField,
+  validateConditions,
+  type Compiled,
+  type Condition,
+  type EventView,
+} from '../expressions';
 import { validateTimeframe, type Timeframe } from '../windows';
 
 export type Aggregation = 'sum' | 'count' | 'max' | 'min' | 'avg';
@@ -92,7 +100,10 @@ export function compileScorer(board: Leaderboard): Scorer {
   const rules = scoring.rules.map((r) => ({
     type: r.event_type,
     conditions: r.conditions,
-    expr: r.points_expression === undefined ? null : (compileExpression(r.points_expression) as { ok: true; fn: Compiled }).fn,
+    expr:
+      r.points_expression === undefined
+        ? null
+        : (compileExpression(r.points_expression) as { ok: true; fn: Compiled }).fn,
   }));
   const filters: Condition | undefined = scope?.filters?.length
     ? scope.filters.reduce<Condition>((acc, f) => {
@@ -106,7 +117,9 @@ export function compileScorer(board: Leaderboard): Scorer {
     points(e) {
       if (filters && !matchConditions(filters, e)) return null;
       // The first rule whose event type and conditions match scores the event.
-      const rule = rules.find((r) => (r.type === '*' || r.type === e.type) && matchConditions(r.conditions, e));
+      const rule = rules.find(
+        (r) => (r.type === '*' || r.type === e.type) && matchConditions(r.conditions, e),
+      );
       if (!rule) return null;
       if (counting) return 1;
       return rule.expr ? rule.expr(e) : null;
@@ -132,7 +145,9 @@ export function eventView(r: {
     occurred_at: r.occurred_at,
     attrs: JSON.parse(r.attrs_json) as Record<string, unknown>,
     subject: r.subject_json ? (JSON.parse(r.subject_json) as Record<string, unknown>) : null,
-    actor_metadata: r.actor_metadata_json ? (JSON.parse(r.actor_metadata_json) as Record<string, unknown>) : null,
+    actor_metadata: r.actor_metadata_json
+      ? (JSON.parse(r.actor_metadata_json) as Record<string, unknown>)
+      : null,
   };
 }
 

@@ -67,7 +67,8 @@ export class LeaderboardQueries {
       return done ? { key: { ...base, window_key: done.window_key }, source: 'closed', row: done } : live;
     }
     if (windowKey === 'current') return at(current);
-    if (!windowByKey(board.config.timeframe, windowKey)) throw new WindowNotFound(`Window ${windowKey} not found`);
+    if (!windowByKey(board.config.timeframe, windowKey))
+      throw new WindowNotFound(`Window ${windowKey} not found`);
     const w = await at(windowKey);
     if (!w.row && windowKey !== current) throw new WindowNotFound(`Window ${windowKey} not found`);
     return w;
@@ -80,19 +81,42 @@ export class LeaderboardQueries {
     if (w.source === 'live') {
       const b = this.boardKey(w.key);
       [rows, total] = await Promise.all([
-        this.deps.ranks.range(b, offset, limit).then((es) => es.map((e) => ({ user_id: e.member, score: e.score }))),
+        this.deps.ranks
+          .range(b, offset, limit)
+          .then((es) => es.map((e) => ({ user_id: e.member, score: e.score }))),
         this.deps.ranks.count(b),
       ]);
     } else {
-      [rows, total] = await Promise.all([standings(this.deps.sql, w.key, offset, limit), countEntries(this.deps.sql, w.key)]);
+      [rows, total] = await Promise.all([
+        standings(this.deps.sql, w.key, offset, limit),
+        countEntries(this.deps.sql, w.key),
+      ]);
     }
-    const above = rows.length && policy !== 'unique' ? await this.above(board, w, rows[0]!.score) : { entries: 0, distinct: 0 };
-    const ranks = rankRun(policy, rows.map((r) => r.score), offset, above);
-    return { window: w, entries: rows.map((r, i) => ({ user_id: r.user_id, score: r.score, rank: ranks[i]! })), total, offset, limit };
+    const above =
+      rows.length && policy !== 'unique'
+        ? await this.above(board, w, rows[0]!.score)
+        : { entries: 0, distinct: 0 };
+    const ranks = rankRun(
+      policy,
+      rows.map((r) => r.score),
+      offset,
+      above,
+    );
+    return {
+      window: w,
+      entries: rows.map((r, i) => ({ user_id: r.user_id, score: r.score, rank: ranks[i]! })),
+      total,
+      offset,
+      limit,
+    };
   }
 
   /** Entries and distinct scores above a score (shared and dense ranks). */
-  private async above(board: Leaderboard, w: ResolvedWindow, score: number): Promise<{ entries: number; distinct: number }> {
+  private async above(
+    board: Leaderboard,
+    w: ResolvedWindow,
+    score: number,
+  ): Promise<{ entries: number; distinct: number }> {
     if (rankPolicy(board.config) === 'shared' && w.source === 'live') {
       return { entries: await this.deps.ranks.countAbove(this.boardKey(w.key), score), distinct: 0 };
     }
@@ -110,13 +134,30 @@ export class LeaderboardQueries {
   }
 
   /** SPEC rule 4: a page centred on the user; the top of the board when the user has no score. */
-  async around(board: Leaderboard, w: ResolvedWindow, userId: string, limit: number): Promise<Page & { found: boolean }> {
+  async around(
+    board: Leaderboard,
+    w: ResolvedWindow,
+    userId: string,
+    limit: number,
+  ): Promise<Page & { found: boolean }> {
     const me = await this.locate(w, userId);
-    const offset = me ? Math.max(0, me.position - Math.floor((limit - 1) / 2)) : 0;
+    let offset = 0;
+    if (me) {
+      const total =
+        w.source === 'live'
+          ? await this.deps.ranks.count(this.boardKey(w.key))
+          : await countEntries(this.deps.sql, w.key);
+      // The user in the middle (the lower middle for an even limit); a full page near the end.
+      offset = Math.max(0, Math.min(me.position - Math.floor(limit / 2), total - limit));
+    }
     return { ...(await this.page(board, w, offset, limit)), found: me !== null };
   }
 
-  async rankOf(board: Leaderboard, w: ResolvedWindow, userId: string): Promise<{ found: boolean; rank: number; score: number }> {
+  async rankOf(
+    board: Leaderboard,
+    w: ResolvedWindow,
+    userId: string,
+  ): Promise<{ found: boolean; rank: number; score: number }> {
     const me = await this.locate(w, userId);
     if (!me) return { found: false, rank: 0, score: 0 };
     const policy = rankPolicy(board.config);

@@ -48,7 +48,12 @@ export async function createBoard(
   return r.rows[0] ? toBoard(r.rows[0]) : null;
 }
 
-export async function getBoard(q: Queryable, tenantId: string, id: string, lock = false): Promise<Leaderboard | null> {
+export async function getBoard(
+  q: Queryable,
+  tenantId: string,
+  id: string,
+  lock = false,
+): Promise<Leaderboard | null> {
   const r = await q.query<BoardRow>(
     `SELECT * FROM leaderboards WHERE tenant_id = $1 AND id = $2${lock ? ' FOR UPDATE' : ''}`,
     [tenantId, id],
@@ -63,7 +68,10 @@ export async function listBoards(
 ): Promise<{ items: Leaderboard[]; total: number }> {
   const where = opts.status ? 'tenant_id = $1 AND status = $2' : 'tenant_id = $1 AND $2::text IS NULL';
   const params = [tenantId, opts.status ?? null];
-  const total = await q.query<{ n: number }>(`SELECT count(*)::int AS n FROM leaderboards WHERE ${where}`, params);
+  const total = await q.query<{ n: number }>(
+    `SELECT count(*)::int AS n FROM leaderboards WHERE ${where}`,
+    params,
+  );
   const r = await q.query<BoardRow>(
     `SELECT * FROM leaderboards WHERE ${where} ORDER BY created_at, id LIMIT $3 OFFSET $4`,
     [...params, opts.limit, opts.offset],
@@ -76,7 +84,13 @@ export async function updateBoard(
   q: Queryable,
   tenantId: string,
   id: string,
-  patch: { name?: string; description?: string | null; reward_config_id?: string | null; config?: LeaderboardConfig; status?: LeaderboardStatus },
+  patch: {
+    name?: string;
+    description?: string | null;
+    reward_config_id?: string | null;
+    config?: LeaderboardConfig;
+    status?: LeaderboardStatus;
+  },
   now: number,
 ): Promise<Leaderboard | null> {
   const r = await q.query<BoardRow>(
@@ -186,7 +200,11 @@ export async function getWindow(q: Queryable, k: WindowKey, lock = false): Promi
 }
 
 /** The latest closed window of a board that has entries (SPEC window rule 1 fallback). */
-export async function latestClosedWindow(q: Queryable, tenantId: string, leaderboardId: string): Promise<WindowRow | null> {
+export async function latestClosedWindow(
+  q: Queryable,
+  tenantId: string,
+  leaderboardId: string,
+): Promise<WindowRow | null> {
   const r = await q.query<WindowRow>(
     `SELECT * FROM leaderboard_windows WHERE tenant_id = $1 AND leaderboard_id = $2 AND status = 'closed' AND entries > 0
      ORDER BY ends_at DESC LIMIT 1`,
@@ -242,7 +260,14 @@ export function scoreId(k: ScoreKey): string {
 }
 
 function normalizeScore(r: ScoreRow): ScoreRow {
-  return { ...r, score: Number(r.score), total: Number(r.total), n: Number(r.n), tiebreak: Number(r.tiebreak), partition: Number(r.partition) };
+  return {
+    ...r,
+    score: Number(r.score),
+    total: Number(r.total),
+    n: Number(r.n),
+    tiebreak: Number(r.tiebreak),
+    partition: Number(r.partition),
+  };
 }
 
 /** Current scores of the given keys, locked for update. */
@@ -266,7 +291,17 @@ export async function upsertScores(q: Queryable, rows: ScoreRow[]): Promise<void
      SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::float8[], $6::float8[], $7::bigint[], $8::bigint[], $9::int[])
      ON CONFLICT (tenant_id, leaderboard_id, window_key, user_id) DO UPDATE SET
        score = EXCLUDED.score, total = EXCLUDED.total, n = EXCLUDED.n, tiebreak = EXCLUDED.tiebreak, partition = EXCLUDED.partition`,
-    unzip(rows, ['tenant_id', 'leaderboard_id', 'window_key', 'user_id', 'score', 'total', 'n', 'tiebreak', 'partition']),
+    unzip(rows, [
+      'tenant_id',
+      'leaderboard_id',
+      'window_key',
+      'user_id',
+      'score',
+      'total',
+      'n',
+      'tiebreak',
+      'partition',
+    ]),
   );
 }
 
@@ -282,7 +317,12 @@ export async function openScoresOfPartition(q: Queryable, partition: number): Pr
 }
 
 /** Standings of a window in board order (score desc, tiebreak asc, user id by bytes), paged. */
-export async function standings(q: Queryable, k: WindowKey, offset: number, limit: number): Promise<ScoreRow[]> {
+export async function standings(
+  q: Queryable,
+  k: WindowKey,
+  offset: number,
+  limit: number,
+): Promise<ScoreRow[]> {
   const r = await q.query<ScoreRow>(
     `SELECT * FROM leaderboard_scores WHERE tenant_id = $1 AND leaderboard_id = $2 AND window_key = $3
      ORDER BY score DESC, tiebreak ASC, user_id COLLATE "C" ASC LIMIT $4 OFFSET $5`,
@@ -318,7 +358,11 @@ export async function positionOf(q: Queryable, s: ScoreRow): Promise<number> {
 }
 
 /** Entries with a strictly greater score, and distinct greater scores (shared and dense ranks). */
-export async function countAbove(q: Queryable, k: WindowKey, score: number): Promise<{ entries: number; distinct: number }> {
+export async function countAbove(
+  q: Queryable,
+  k: WindowKey,
+  score: number,
+): Promise<{ entries: number; distinct: number }> {
   const r = await q.query<{ entries: number; distinct: number }>(
     `SELECT count(*)::int AS entries, count(DISTINCT score)::int AS "distinct" FROM leaderboard_scores
      WHERE tenant_id = $1 AND leaderboard_id = $2 AND window_key = $3 AND score > $4`,

@@ -20,7 +20,7 @@ export async function startAnalyticsSink(deps: {
   log: Logger;
   metrics: Metrics;
 }): Promise<Consumer> {
-  const topic = EVENTS_TOPIC.name;
+  const topic = deps.eventLog.physicalName(EVENTS_TOPIC);
   await deps.eventLog.ensureTopic(EVENTS_TOPIC);
   return deps.eventLog.consume(
     EVENTS_TOPIC,

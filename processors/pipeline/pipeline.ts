@@ -4,7 +4,7 @@
  * (leaderboard scoring now; earning rules, streaks, achievements as they land), then the offset
  * (processors/framework.ts). The rank index is updated after the commit (processors/pipeline/rank-sync.ts).
  */
-import type { LogRecord } from '../../adapters/eventlog/types';
+import type { EventLog, LogRecord } from '../../adapters/eventlog/types';
 import type { RankIndex } from '../../adapters/ranks/types';
 import type { Queryable, Sql } from '../../adapters/sql/types';
 import type { Clock } from '../../core/clock';
@@ -18,6 +18,7 @@ export const PIPELINE_GROUP = 'ludus.pipeline';
 
 export interface PipelineDeps {
   sql: Sql;
+  eventLog: EventLog;
   ranks: RankIndex;
   clock: Clock;
   log: Logger;
@@ -32,7 +33,7 @@ export interface PipelineEvent {
 }
 
 export function pipelineProcessor(deps: PipelineDeps): Processor<EventRecord> {
-  const rankSync = new RankSync(deps, `${PIPELINE_GROUP}:${EVENTS_TOPIC.name}`);
+  const rankSync = new RankSync(deps, `${PIPELINE_GROUP}:${deps.eventLog.physicalName(EVENTS_TOPIC)}`);
   const scoring = new ScoringStep(deps.clock);
   return {
     group: PIPELINE_GROUP,
@@ -42,11 +43,15 @@ export function pipelineProcessor(deps: PipelineDeps): Processor<EventRecord> {
     async apply(q, batch) {
       const fresh = await dedupe(q, batch.fresh);
       const outcomes: Outcome[] = batch.fresh.map(() => skip('duplicate event_id'));
-      const events: PipelineEvent[] = fresh.map((i) => ({ record: batch.fresh[i]!, event: batch.fresh[i]!.value }));
+      const events: PipelineEvent[] = fresh.map((i) => ({
+        record: batch.fresh[i]!,
+        event: batch.fresh[i]!.value,
+      }));
 
       const scored = await scoring.apply(q, events, batch.partition);
       fresh.forEach((recordIndex, i) => {
-        outcomes[recordIndex] = scored.effects[i] === 'applied' ? ok : skip(scored.reasons[i] ?? 'no matching rule');
+        outcomes[recordIndex] =
+          scored.effects[i] === 'applied' ? ok : skip(scored.reasons[i] ?? 'no matching rule');
       });
 
       // Replayed records were applied by an earlier transaction whose index update may be missing.
@@ -72,7 +77,11 @@ async function dedupe(q: Queryable, records: LogRecord<EventRecord>[]): Promise<
     `INSERT INTO processed_events (tenant_id, event_id, received_at)
      SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[]) ON CONFLICT DO NOTHING
      RETURNING tenant_id, event_id`,
-    [records.map((x) => x.value.tenant_id), records.map((x) => x.value.event_id), records.map((x) => x.value.received_at)],
+    [
+      records.map((x) => x.value.tenant_id),
+      records.map((x) => x.value.event_id),
+      records.map((x) => x.value.received_at),
+    ],
   );
   const firstTime = new Set(r.rows.map((x) => `${x.tenant_id}\u0000${x.event_id}`));
   const out: number[] = [];
@@ -85,7 +94,8 @@ async function dedupe(q: Queryable, records: LogRecord<EventRecord>[]): Promise<
 
 function uniqueUsers(events: EventRecord[]): Array<{ tenant_id: string; user_id: string }> {
   const seen = new Map<string, { tenant_id: string; user_id: string }>();
-  for (const e of events) seen.set(`${e.tenant_id}\u0000${e.user_id}`, { tenant_id: e.tenant_id, user_id: e.user_id });
+  for (const e of events)
+    seen.set(`${e.tenant_id}\u0000${e.user_id}`, { tenant_id: e.tenant_id, user_id: e.user_id });
   return [...seen.values()];
 }
 

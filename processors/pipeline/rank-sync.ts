@@ -69,7 +69,10 @@ export class RankSync {
       });
     }
     await this.deps.ranks.apply(updates.slice(i), { stream: this.stream, partition, nextOffset: sqlOffset });
-    this.deps.log.info({ partition, entries: rows.length, ms: Date.now() - started }, 'rank index partition rebuilt from SQL');
+    this.deps.log.info(
+      { partition, entries: rows.length, ms: Date.now() - started },
+      'rank index partition rebuilt from SQL',
+    );
   }
 
   /** Applies the batch's final scores; entries under a board's min_score leave the index. */
@@ -99,7 +102,10 @@ export class RankSync {
 }
 
 /** Open-window scores of some users (resync of replayed records; independent of current configs). */
-export async function openScoresOfUsers(q: Queryable, users: Array<{ tenant_id: string; user_id: string }>): Promise<ScoreRow[]> {
+export async function openScoresOfUsers(
+  q: Queryable,
+  users: Array<{ tenant_id: string; user_id: string }>,
+): Promise<ScoreRow[]> {
   if (users.length === 0) return [];
   const r = await q.query<ScoreRow>(
     `SELECT s.* FROM leaderboard_scores s
@@ -108,5 +114,12 @@ export async function openScoresOfUsers(q: Queryable, users: Array<{ tenant_id: 
      WHERE w.status = 'open'`,
     [users.map((u) => u.tenant_id), users.map((u) => u.user_id)],
   );
-  return r.rows.map((x) => ({ ...x, score: Number(x.score), total: Number(x.total), n: Number(x.n), tiebreak: Number(x.tiebreak), partition: Number(x.partition) }));
+  return r.rows.map((x) => ({
+    ...x,
+    score: Number(x.score),
+    total: Number(x.total),
+    n: Number(x.n),
+    tiebreak: Number(x.tiebreak),
+    partition: Number(x.partition),
+  }));
 }

@@ -6,7 +6,13 @@
 import type { Queryable } from '../../adapters/sql/types';
 import type { Clock } from '../../core/clock';
 import { applyPoints } from '../../core/leaderboards/aggregate';
-import { compileScorer, eventView, graceMs, type LeaderboardConfig, type Scorer } from '../../core/leaderboards/definition';
+import {
+  compileScorer,
+  eventView,
+  graceMs,
+  type LeaderboardConfig,
+  type Scorer,
+} from '../../core/leaderboards/definition';
 import {
   activeBoards,
   ensureWindows,
@@ -79,13 +85,26 @@ export class ScoringStep {
         if (points === null || !Number.isFinite(points)) continue;
         const cfg = scorer.board.config;
         const w = windowAt(cfg.timeframe, event.occurred_at);
-        const closesAt = w.end === Number.POSITIVE_INFINITY || w.end >= Number.MAX_SAFE_INTEGER ? Number.MAX_SAFE_INTEGER : w.end + graceMs(cfg);
+        const closesAt =
+          w.end === Number.POSITIVE_INFINITY || w.end >= Number.MAX_SAFE_INTEGER
+            ? Number.MAX_SAFE_INTEGER
+            : w.end + graceMs(cfg);
         if (now >= closesAt) {
           reasons[i] = 'late: the window has closed';
           continue;
         }
-        const key: ScoreKey = { tenant_id: event.tenant_id, leaderboard_id: scorer.board.leaderboard_id, window_key: w.key, user_id: event.user_id };
-        windows.set(windowId(key), { ...key, starts_at: w.start, ends_at: Math.min(w.end, Number.MAX_SAFE_INTEGER), closes_at: closesAt });
+        const key: ScoreKey = {
+          tenant_id: event.tenant_id,
+          leaderboard_id: scorer.board.leaderboard_id,
+          window_key: w.key,
+          user_id: event.user_id,
+        };
+        windows.set(windowId(key), {
+          ...key,
+          starts_at: w.start,
+          ends_at: Math.min(w.end, Number.MAX_SAFE_INTEGER),
+          closes_at: closesAt,
+        });
         contributions.push({ key, points, at: event.occurred_at, scorer, eventIndex: i });
       }
     });

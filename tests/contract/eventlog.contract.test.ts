@@ -8,7 +8,7 @@
  */
 import { connect, type Socket } from 'node:net';
 import { Type } from 'avsc';
-import type { ISocketFactory } from 'kafkajs';
+import { Kafka, logLevel, type ISocketFactory } from 'kafkajs';
 import { PlainAvroCodec, RegistryAvroCodec, type SchemaCodec } from '../../adapters/eventlog/codec';
 import { KafkaEventLog } from '../../adapters/eventlog/kafka';
 import { LocalEventLog } from '../../adapters/eventlog/local';
@@ -71,7 +71,11 @@ const variants: Array<[string, () => Promise<Env>]> = [
       return {
         sql,
         newLog: (prefix, o) =>
-          new LocalEventLog(sql, { ...localTuning, topicPrefix: prefix, ...(o?.capture ? { codec: o.capture(defaultPlain()) } : {}) }),
+          new LocalEventLog(sql, {
+            ...localTuning,
+            topicPrefix: prefix,
+            ...(o?.capture ? { codec: o.capture(defaultPlain()) } : {}),
+          }),
         teardown: () => sql.close(),
       };
     },
@@ -84,7 +88,11 @@ const variants: Array<[string, () => Promise<Env>]> = [
       return {
         sql,
         newLog: (prefix, o) =>
-          new LocalEventLog(sql, { ...localTuning, topicPrefix: prefix, ...(o?.capture ? { codec: o.capture(defaultPlain()) } : {}) }),
+          new LocalEventLog(sql, {
+            ...localTuning,
+            topicPrefix: prefix,
+            ...(o?.capture ? { codec: o.capture(defaultPlain()) } : {}),
+          }),
         teardown: () => dropTestPg(sql, schema),
       };
     },
@@ -94,9 +102,11 @@ const variants: Array<[string, () => Promise<Env>]> = [
     async () => {
       const schema = uniqueName('evlog');
       const sql = await openTestPg(schema);
+      const prefixes = new Set<string>();
       return {
         sql,
         newLog: (prefix, o) => {
+          prefixes.add(prefix);
           const registry = new RegistryAvroCodec({ url: stack.schemaRegistryUrl, subjectPrefix: prefix });
           return new KafkaEventLog({
             brokers: stack.kafkaBrokers,
@@ -106,7 +116,12 @@ const variants: Array<[string, () => Promise<Env>]> = [
             topicPrefix: prefix,
             replicationFactor: 1,
             connectTimeoutMs: 5000,
-            consumer: { sessionTimeoutMs: 6000, heartbeatIntervalMs: 500, rebalanceTimeoutMs: 5000, maxWaitTimeMs: 100 },
+            consumer: {
+              sessionTimeoutMs: 6000,
+              heartbeatIntervalMs: 500,
+              rebalanceTimeoutMs: 5000,
+              maxWaitTimeMs: 100,
+            },
             retryBackoff: { initialMs: 50, maxMs: 400 },
             log: testLog,
           });
@@ -118,19 +133,26 @@ const variants: Array<[string, () => Promise<Env>]> = [
           const subject = `${prefix}${TOPIC.name}-value`;
           expect(registry.subject(TOPIC)).toBe(subject);
           // The id in the record is the one the registry holds for the topic's subject ...
-          const latest = (await (await fetch(`${stack.schemaRegistryUrl}/subjects/${subject}/versions/latest`)).json()) as {
+          const latest = (await (
+            await fetch(`${stack.schemaRegistryUrl}/subjects/${subject}/versions/latest`)
+          ).json()) as {
             id: number;
             schema: string;
           };
           expect(id).toBe(latest.id);
           // ... whose schema is the topic's writer schema, and the rest is plain Avro binary of it.
-          const byId = (await (await fetch(`${stack.schemaRegistryUrl}/schemas/ids/${id}`)).json()) as { schema: string };
+          const byId = (await (await fetch(`${stack.schemaRegistryUrl}/schemas/ids/${id}`)).json()) as {
+            schema: string;
+          };
           const registered = Type.forSchema(JSON.parse(byId.schema));
           const writer = Type.forSchema(TOPIC.schemas[TOPIC.schemas.length - 1] as never);
           expect(registered.equals(writer)).toBe(true);
           expect(() => writer.fromBuffer(bytes.subarray(5))).not.toThrow();
         },
-        teardown: () => dropTestPg(sql, schema),
+        teardown: async () => {
+          await cleanupKafka([...prefixes]);
+          await dropTestPg(sql, schema);
+        },
       };
     },
   ],
@@ -169,11 +191,18 @@ const balancedKeys: string[] = (() => {
     const list = perPartition[partitionForKey(key, TOPIC.partitions)];
     if (list.length < 16) list.push(key);
   }
-  return Array.from({ length: 16 * TOPIC.partitions }, (_, i) => perPartition[i % TOPIC.partitions][Math.floor(i / TOPIC.partitions)]);
+  return Array.from(
+    { length: 16 * TOPIC.partitions },
+    (_, i) => perPartition[i % TOPIC.partitions][Math.floor(i / TOPIC.partitions)],
+  );
 })();
 
 /** `n` records over `keys` keys, numbered per key from `from[key]` (so later waves continue). */
-function makeRecords(n: number, keys: number, from = new Map<string, number>()): Array<{ key: string; value: EventRecord }> {
+function makeRecords(
+  n: number,
+  keys: number,
+  from = new Map<string, number>(),
+): Array<{ key: string; value: EventRecord }> {
   const out: Array<{ key: string; value: EventRecord }> = [];
   for (let i = 0; i < n; i++) {
     const key = balancedKeys[i % keys];
@@ -214,19 +243,27 @@ class StoreConsumer implements ConsumerHandlers<EventRecord> {
   /** partition → nextOffset of this consumer's last committed batch. */
   readonly lastCommitted = new Map<number, number>();
 
+  /** Offsets are keyed by the topic's name in the log (with its prefix), as processors do. */
+  readonly topicName: string;
+
   constructor(
     readonly sql: Sql,
+    log: EventLog,
     readonly group: string,
     readonly member = 'm',
-  ) {}
+  ) {
+    this.topicName = log.physicalName(TOPIC);
+  }
 
   async resumeFrom(partitions: number[]): Promise<Map<number, number>> {
     if (this.dead) throw new Error('consumer is dead');
     const { rows } = await this.sql.query<{ partition: number; next_offset: number }>(
       'SELECT partition, next_offset FROM consumer_offsets WHERE group_id = $1 AND topic = $2',
-      [this.group, TOPIC.name],
+      [this.group, this.topicName],
     );
-    const answer = new Map(rows.filter((r) => partitions.includes(r.partition)).map((r) => [r.partition, Number(r.next_offset)]));
+    const answer = new Map(
+      rows.filter((r) => partitions.includes(r.partition)).map((r) => [r.partition, Number(r.next_offset)]),
+    );
     this.resumeCalls.push({ at: Date.now(), partitions: [...partitions], answer });
     return answer;
   }
@@ -239,7 +276,8 @@ class StoreConsumer implements ConsumerHandlers<EventRecord> {
     if (this.dead) throw new Error('consumer is dead');
     if (this.workMs > 0) await new Promise((r) => setTimeout(r, this.workMs));
     this.batches++;
-    for (const r of batch.records) this.seen.set(r.value.event_id, (this.seen.get(r.value.event_id) ?? 0) + 1);
+    for (const r of batch.records)
+      this.seen.set(r.value.event_id, (this.seen.get(r.value.event_id) ?? 0) + 1);
     const failBefore = batch.records.find((r) => this.failBeforeCommitOnce.delete(r.value.event_id));
     await this.sql.tx(async (q) => {
       await insertApplied(q, this.group, this.member, batch);
@@ -250,7 +288,7 @@ class StoreConsumer implements ConsumerHandlers<EventRecord> {
       await q.query(
         `INSERT INTO consumer_offsets (group_id, topic, partition, next_offset) VALUES ($1, $2, $3, $4)
          ON CONFLICT (group_id, topic, partition) DO UPDATE SET next_offset = EXCLUDED.next_offset, updated_at = now()`,
-        [this.group, batch.topic, batch.partition, batch.nextOffset],
+        [this.group, this.topicName, batch.partition, batch.nextOffset],
       );
     });
     this.lastCommitted.set(batch.partition, batch.nextOffset);
@@ -263,7 +301,12 @@ class StoreConsumer implements ConsumerHandlers<EventRecord> {
   }
 }
 
-async function insertApplied(q: Queryable, group: string, member: string, batch: Batch<EventRecord>): Promise<void> {
+async function insertApplied(
+  q: Queryable,
+  group: string,
+  member: string,
+  batch: Batch<EventRecord>,
+): Promise<void> {
   const params: unknown[] = [group, member, batch.topic, batch.partition];
   const tuples = batch.records.map((r) => {
     params.push(r.offset, r.key, r.value.event_id, (JSON.parse(r.value.attrs_json) as { seq: number }).seq);
@@ -281,11 +324,19 @@ async function applied(sql: Sql, group: string): Promise<AppliedRow[]> {
     'SELECT id, member, partition, "offset", key, event_id, seq FROM test_applied WHERE group_id = $1 ORDER BY id',
     [group],
   );
-  return rows.map((r) => ({ ...r, id: Number(r.id), offset: Number(r.offset), partition: Number(r.partition) }));
+  return rows.map((r) => ({
+    ...r,
+    id: Number(r.id),
+    offset: Number(r.offset),
+    partition: Number(r.partition),
+  }));
 }
 
 async function appliedCount(sql: Sql, group: string): Promise<number> {
-  const { rows } = await sql.query<{ n: number }>('SELECT count(*)::integer AS n FROM test_applied WHERE group_id = $1', [group]);
+  const { rows } = await sql.query<{ n: number }>(
+    'SELECT count(*)::integer AS n FROM test_applied WHERE group_id = $1',
+    [group],
+  );
   return Number(rows[0].n);
 }
 
@@ -293,7 +344,11 @@ async function appliedCount(sql: Sql, group: string): Promise<number> {
  * Every appended record applied exactly once (as a set: no duplicate, none missing), and within
  * each key in append order; each key in one partition, the one partitionFor names.
  */
-function expectExactlyOnceInKeyOrder(rows: AppliedRow[], appended: Array<{ key: string; value: EventRecord }>, log: EventLog): void {
+function expectExactlyOnceInKeyOrder(
+  rows: AppliedRow[],
+  appended: Array<{ key: string; value: EventRecord }>,
+  log: EventLog,
+): void {
   const ids = rows.map((r) => r.event_id);
   const dupes = ids.filter((id, i) => ids.indexOf(id) !== i);
   expect(dupes).toEqual([]);
@@ -338,7 +393,12 @@ describe.each(variants)('EventLog contract [%s]', (_name, open) => {
     return log;
   }
 
-  async function consume(log: EventLog, group: string, c: ConsumerHandlers<EventRecord>, maxBatchSize = 50): Promise<Consumer> {
+  async function consume(
+    log: EventLog,
+    group: string,
+    c: ConsumerHandlers<EventRecord>,
+    maxBatchSize = 50,
+  ): Promise<Consumer> {
     const consumer = await log.consume(TOPIC, { group, maxBatchSize }, c);
     opened.push(consumer);
     return consumer;
@@ -347,6 +407,7 @@ describe.each(variants)('EventLog contract [%s]', (_name, open) => {
   async function setup(): Promise<{ prefix: string; group: string; log: EventLog }> {
     const prefix = `${uniqueName('ct')}.`;
     const log = newLog(prefix);
+    expect(log.physicalName(TOPIC)).toBe(`${prefix}${TOPIC.name}`);
     await log.ensureTopic(TOPIC);
     return { prefix, group: uniqueName('g'), log };
   }
@@ -364,7 +425,7 @@ describe.each(variants)('EventLog contract [%s]', (_name, open) => {
     await log.append(TOPIC, records.slice(0, 100));
     await Promise.all([log.append(TOPIC, records.slice(100, 101)), log.append(TOPIC, [])]);
     await log.append(TOPIC, records.slice(101));
-    const c = new StoreConsumer(env.sql, group);
+    const c = new StoreConsumer(env.sql, log, group);
     await consume(log, group, c, 40);
     await allApplied(group, records.length);
     const rows = await applied(env.sql, group);
@@ -394,13 +455,14 @@ describe.each(variants)('EventLog contract [%s]', (_name, open) => {
       expected.set(p, expected.get(p)! + 1);
     }
     expect(new Map(await log.endOffsets(TOPIC))).toEqual(expected);
-    await consume(log, group, new StoreConsumer(env.sql, group));
+    await consume(log, group, new StoreConsumer(env.sql, log, group));
     await allApplied(group, records.length);
     for (const r of await applied(env.sql, group)) expect(r.partition).toBe(log.partitionFor(TOPIC, r.key));
     // The partitioner is murmur2 like Kafka's Java client: fixed values for fixed keys and counts.
-    expect([log.partitionFor(EVENTS_TOPIC, 'acme:alice'), log.partitionFor(EVENTS_TOPIC, 'acme:bob')]).toEqual(
-      [partitionForKeyMurmur('acme:alice', 8), partitionForKeyMurmur('acme:bob', 8)],
-    );
+    expect([
+      log.partitionFor(EVENTS_TOPIC, 'acme:alice'),
+      log.partitionFor(EVENTS_TOPIC, 'acme:bob'),
+    ]).toEqual([partitionForKeyMurmur('acme:alice', 8), partitionForKeyMurmur('acme:bob', 8)]);
   });
 
   it('starts each partition where resumeFrom says, never before', async () => {
@@ -417,17 +479,16 @@ describe.each(variants)('EventLog contract [%s]', (_name, open) => {
     }
     // The store says partitions 0 and 2 are done up to offset 5; 1 and 3 have no entry (start at 0).
     for (const p of [0, 2]) {
-      await env.sql.query('INSERT INTO consumer_offsets (group_id, topic, partition, next_offset) VALUES ($1, $2, $3, 5)', [
-        group,
-        TOPIC.name,
-        p,
-      ]);
+      await env.sql.query(
+        'INSERT INTO consumer_offsets (group_id, topic, partition, next_offset) VALUES ($1, $2, $3, 5)',
+        [group, log.physicalName(TOPIC), p],
+      );
     }
     const want = records.filter((r) => {
       const p = log.partitionFor(TOPIC, r.key);
       return !([0, 2].includes(p) && offsetOf.get(r.value.event_id)! < 5);
     });
-    await consume(log, group, new StoreConsumer(env.sql, group), 7);
+    await consume(log, group, new StoreConsumer(env.sql, log, group), 7);
     await allApplied(group, want.length);
     // Wait until the consumer has caught up everywhere, then nothing below the stored offsets came.
     await waitFor(async () => {
@@ -445,8 +506,8 @@ describe.each(variants)('EventLog contract [%s]', (_name, open) => {
 
   it('splits partitions between two members of a group; when one stops the other resumes its partitions from the stored offsets', async () => {
     const { log, group } = await setup();
-    const a = new StoreConsumer(env.sql, group, 'a');
-    const b = new StoreConsumer(env.sql, group, 'b');
+    const a = new StoreConsumer(env.sql, log, group, 'a');
+    const b = new StoreConsumer(env.sql, log, group, 'b');
     const ca = await consume(log, group, a, 10);
     const cb = await consume(log, group, b, 10);
     await waitFor(
@@ -454,7 +515,10 @@ describe.each(variants)('EventLog contract [%s]', (_name, open) => {
         const [pa, pb] = [ca.assignment(), cb.assignment()];
         return pa.length > 0 && pb.length > 0 && [...pa, ...pb].sort().join() === '0,1,2,3';
       },
-      { what: 'a split assignment', describe: () => `a: ${ca.assignment()} b: ${cb.assignment()}\n${recentLogs()}` },
+      {
+        what: 'a split assignment',
+        describe: () => `a: ${ca.assignment()} b: ${cb.assignment()}\n${recentLogs()}`,
+      },
     );
     const ownedByA = ca.assignment();
     const ownedByB = cb.assignment();
@@ -485,7 +549,8 @@ describe.each(variants)('EventLog contract [%s]', (_name, open) => {
       describe: () => `b: ${cb.assignment()}\n${recentLogs()}`,
     });
     const takeover = await waitFor(
-      () => b.resumeCalls.slice(resumeCallsBefore).find((c) => ownedByA.every((p) => c.partitions.includes(p))),
+      () =>
+        b.resumeCalls.slice(resumeCallsBefore).find((c) => ownedByA.every((p) => c.partitions.includes(p))),
       { what: "b's resumeFrom for a's partitions" },
     );
     for (const p of ownedByA) expect(takeover.answer.get(p)).toBe(aStored.get(p));
@@ -497,13 +562,25 @@ describe.each(variants)('EventLog contract [%s]', (_name, open) => {
     expect(await rowsOfA()).toBe(aRowsAtStop);
   });
 
+  it('delivers records appended through another instance of the log (another process)', async () => {
+    const { prefix, log, group } = await setup();
+    const writer = newLog(prefix); // shares nothing in memory with `log`, only the stores
+    await consume(log, group, new StoreConsumer(env.sql, log, group));
+    const records = makeRecords(40, 8);
+    await writer.append(TOPIC, records.slice(0, 20));
+    await allApplied(group, 20);
+    await writer.append(TOPIC, records.slice(20));
+    await allApplied(group, records.length);
+    expectExactlyOnceInKeyOrder(await applied(env.sql, group), records, log);
+  });
+
   it('gives every group all the records', async () => {
     const { log, group } = await setup();
     const other = `${group}_other`;
     const records = makeRecords(90, 9);
     await Promise.all([
-      consume(log, group, new StoreConsumer(env.sql, group)),
-      consume(log, other, new StoreConsumer(env.sql, other)),
+      consume(log, group, new StoreConsumer(env.sql, log, group)),
+      consume(log, other, new StoreConsumer(env.sql, log, other)),
     ]);
     await log.append(TOPIC, records);
     await allApplied(group, records.length);
@@ -516,7 +593,7 @@ describe.each(variants)('EventLog contract [%s]', (_name, open) => {
     const { prefix, log, group } = await setup();
     const records = makeRecords(150, 20);
     await log.append(TOPIC, records);
-    const first = new StoreConsumer(env.sql, group, 'first');
+    const first = new StoreConsumer(env.sql, log, group, 'first');
     first.afterCommit = (c) => {
       // Crash after the 8th committed batch (of at most 5 records).
       if (c.batches >= 8) {
@@ -537,7 +614,7 @@ describe.each(variants)('EventLog contract [%s]', (_name, open) => {
     );
 
     const log2 = newLog(prefix);
-    const second = new StoreConsumer(env.sql, group, 'second');
+    const second = new StoreConsumer(env.sql, log, group, 'second');
     await consume(log2, group, second, 5);
     await allApplied(group, records.length);
     expectExactlyOnceInKeyOrder(await applied(env.sql, group), records, log2);
@@ -549,7 +626,7 @@ describe.each(variants)('EventLog contract [%s]', (_name, open) => {
   it('redelivers from the stored offset after a handler error, with no duplicate effects', async () => {
     const { log, group } = await setup();
     const records = makeRecords(60, 6);
-    const c = new StoreConsumer(env.sql, group);
+    const c = new StoreConsumer(env.sql, log, group);
     const rolledBack = records[13].value.event_id; // fails inside its transaction: nothing of it stays
     const committed = records[40].value.event_id; // fails after its transaction committed
     c.failBeforeCommitOnce.add(rolledBack);
@@ -561,8 +638,13 @@ describe.each(variants)('EventLog contract [%s]', (_name, open) => {
     await waitFor(
       () =>
         c.failures.length === 2 &&
-        c.failures.every((f) => c.resumeCalls.some((r) => r.at >= f.at && r.partitions.includes(f.partition))),
-      { what: 'recovery from both failures', describe: () => JSON.stringify({ failures: c.failures, resumes: c.resumeCalls.length }) },
+        c.failures.every((f) =>
+          c.resumeCalls.some((r) => r.at >= f.at && r.partitions.includes(f.partition)),
+        ),
+      {
+        what: 'recovery from both failures',
+        describe: () => JSON.stringify({ failures: c.failures, resumes: c.resumeCalls.length }),
+      },
     );
     // A record behind each failure, on the same keys: anything redelivered twice would come before it.
     const seqs = new Map<string, number>();
@@ -608,7 +690,8 @@ describe.each(variants)('EventLog contract [%s]', (_name, open) => {
     await consume(log, uniqueName('g'), {
       resumeFrom: async () => new Map(),
       handleBatch: async (b) => {
-        for (const r of b.records) got.push({ key: r.key, value: r.value, timestamp: r.timestamp, topic: r.topic });
+        for (const r of b.records)
+          got.push({ key: r.key, value: r.value, timestamp: r.timestamp, topic: r.topic });
       },
     });
     await waitFor(() => got.length >= values.length, { what: 'the records', describe: recentLogs });
@@ -624,7 +707,9 @@ describe.each(variants)('EventLog contract [%s]', (_name, open) => {
     // A value that does not fit the schema is refused, and nothing is appended.
     const end = await log.endOffsets(TOPIC);
     await expect(
-      log.append(TOPIC, [{ key: 'ten:u9', value: { ...event('ten:u9', 0), user_id: undefined } as unknown as EventRecord }]),
+      log.append(TOPIC, [
+        { key: 'ten:u9', value: { ...event('ten:u9', 0), user_id: undefined } as unknown as EventRecord },
+      ]),
     ).rejects.toThrow(/user_id/);
     expect(await log.endOffsets(TOPIC)).toEqual(end);
     const wire = (capture as WireCapture).decoded;
@@ -643,6 +728,7 @@ describe('KafkaEventLog [kafka]: connection loss', () => {
   let sql: PgSql;
   const schema = uniqueName('evlog');
   const closeables: Array<{ close(): Promise<void> }> = [];
+  const prefixes: string[] = [];
 
   beforeAll(async () => {
     sql = await openTestPg(schema);
@@ -654,6 +740,7 @@ describe('KafkaEventLog [kafka]: connection loss', () => {
 
   afterAll(async () => {
     for (const c of closeables.reverse()) await c.close().catch(() => undefined);
+    await cleanupKafka(prefixes);
     await dropTestPg(sql, schema);
   });
 
@@ -673,12 +760,18 @@ describe('KafkaEventLog [kafka]: connection loss', () => {
       return socket;
     };
     const prefix = `${uniqueName('ct')}.`;
+    prefixes.push(prefix);
     const opts = {
       brokers: stack.kafkaBrokers,
       schemaRegistryUrl: stack.schemaRegistryUrl,
       topicPrefix: prefix,
       replicationFactor: 1,
-      consumer: { sessionTimeoutMs: 6000, heartbeatIntervalMs: 500, rebalanceTimeoutMs: 5000, maxWaitTimeMs: 100 },
+      consumer: {
+        sessionTimeoutMs: 6000,
+        heartbeatIntervalMs: 500,
+        rebalanceTimeoutMs: 5000,
+        maxWaitTimeMs: 100,
+      },
       retryBackoff: { initialMs: 50, maxMs: 400 },
       log: testLog,
     };
@@ -687,7 +780,7 @@ describe('KafkaEventLog [kafka]: connection loss', () => {
     closeables.push(healthy, flaky);
     await healthy.ensureTopic(TOPIC);
     const group = uniqueName('g');
-    const c = new StoreConsumer(sql, group);
+    const c = new StoreConsumer(sql, healthy, group);
     await flaky.consume(TOPIC, { group, maxBatchSize: 20 }, c);
     const seqs = new Map<string, number>();
     const before = makeRecords(60, 12, seqs);
@@ -716,6 +809,32 @@ describe('KafkaEventLog [kafka]: connection loss', () => {
   }, 60_000);
 });
 
+/**
+ * Deletes what the Kafka tests made under `prefixes`: topics, consumer groups, registry subjects.
+ * One broker serves every suite of the project: thousands of leftover partitions would slow it down.
+ */
+async function cleanupKafka(prefixes: string[]): Promise<void> {
+  if (prefixes.length === 0) return;
+  const mine = (name: string) => prefixes.some((p) => name.startsWith(p));
+  const admin = new Kafka({ brokers: stack.kafkaBrokers, logLevel: logLevel.NOTHING }).admin();
+  await admin.connect();
+  try {
+    const groups = (await admin.listGroups()).groups.map((g) => g.groupId).filter(mine);
+    for (const g of groups) await admin.deleteGroups([g]).catch(() => undefined);
+    const topics = (await admin.listTopics()).filter(mine);
+    if (topics.length > 0) await admin.deleteTopics({ topics, timeout: 10_000 });
+  } finally {
+    await admin.disconnect();
+  }
+  for (const p of prefixes) {
+    const subject = encodeURIComponent(`${p}${TOPIC.name}-value`);
+    const base = `${stack.schemaRegistryUrl}/subjects/${subject}`;
+    const soft = await fetch(base, { method: 'DELETE' });
+    await soft.arrayBuffer();
+    if (soft.ok) await (await fetch(`${base}?permanent=true`, { method: 'DELETE' })).arrayBuffer();
+  }
+}
+
 /** Kafka's Java client partitioner, written out independently: murmur2 of the UTF-8 key. */
 function partitionForKeyMurmur(key: string, partitions: number): number {
   const data = Buffer.from(key, 'utf8');
@@ -725,7 +844,11 @@ function partitionForKeyMurmur(key: string, partitions: number): number {
   const length4 = Math.floor(data.length / 4);
   for (let i = 0; i < length4; i++) {
     const i4 = i * 4;
-    let k = (data[i4] & 0xff) + ((data[i4 + 1] & 0xff) << 8) + ((data[i4 + 2] & 0xff) << 16) + ((data[i4 + 3] & 0xff) << 24);
+    let k =
+      (data[i4] & 0xff) +
+      ((data[i4 + 1] & 0xff) << 8) +
+      ((data[i4 + 2] & 0xff) << 16) +
+      ((data[i4 + 3] & 0xff) << 24);
     k = Math.imul(k, m);
     k ^= k >>> r;
     k = Math.imul(k, m);

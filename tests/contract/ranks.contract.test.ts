@@ -75,7 +75,11 @@ describe.each(adapters)('RankIndex contract [%s]', (name, make) => {
 
   it('counts members above a score (shared ranks), zero on an absent board', async () => {
     const b = board();
-    await idx.apply([up(b, 'a', 10), up(b, 'b', 7), up(b, 'c', 7), up(b, 'd', 3)], { stream: stream(), partition: 0, nextOffset: 1 });
+    await idx.apply([up(b, 'a', 10), up(b, 'b', 7), up(b, 'c', 7), up(b, 'd', 3)], {
+      stream: stream(),
+      partition: 0,
+      nextOffset: 1,
+    });
     expect(await idx.countAbove(b, 7)).toBe(1);
     expect(await idx.countAbove(b, 3)).toBe(3);
     expect(await idx.countAbove(b, 10)).toBe(0);

@@ -7,7 +7,8 @@
  *   (path segment or ?tenant_id), is refused with 403 and changes nothing.
  * - Every operator route refuses a tenant's API key.
  * - Every query route with a {tenant_id} path segment refuses B's token for A (403).
- * - Every query route, called with B's token, never answers with A's data (a canary string).
+ * - Every query route, called with B's token and A's resource ids, never answers with A's data
+ *   (A's data carries a canary string that no request ever sends).
  * - Every route that names a user refuses an end-user token of another user (403).
  */
 import { allRoutes } from '../../api/routes';
@@ -37,12 +38,43 @@ describe('tenant isolation across every admin and query route', () => {
     a = await createTenant(app, canary);
     b = await createTenant(app);
     keyB = (await createKey(app, [b.id], ['*'])).key;
+    await seedTenantA();
   });
+
+  /** Resource ids of tenant A used to fill path parameters; A's stored data carries the canary. */
+  const ids: Record<string, string> = { leaderboard_id: 'board-a', user_id: 'alice', window_key: 'all_time' };
+
+  async function seedTenantA() {
+    const keyA = (await createKey(app, [a.id], ['*'])).key;
+    const lb = await call('POST', `${app.url.admin}/v1/leaderboards?tenant_id=${a.id}`, {
+      headers: { 'x-api-key': keyA },
+      body: {
+        leaderboard_id: 'board-a',
+        name: canary,
+        config: {
+          timeframe: { type: 'all_time' },
+          scoring: { rules: [{ event_type: '*', points_expression: 'attrs.p' }], aggregation: 'sum' },
+        },
+      },
+    });
+    expect(lb.status).toBe(201);
+    const ev = await call('POST', `${app.url.ingest}/v1/events`, {
+      headers: { authorization: `Bearer ${await tenantToken(a)}` },
+      body: {
+        event_id: 'a-1',
+        type: canary,
+        actor: { user_id: 'alice' },
+        occurred_at: new Date().toISOString(),
+        attrs: { p: 1 },
+      },
+    });
+    expect(ev.status).toBe(202);
+  }
   afterAll(() => app.stop());
 
   const fill = (path: string, tenantId: string) =>
     path.replace(/:([A-Za-z_]+)/g, (_m, name: string) =>
-      name === 'tenant_id' ? tenantId : name === 'user_id' ? 'alice' : `${canary}-${name}`,
+      name === 'tenant_id' ? tenantId : (ids[name] ?? 'x'),
     );
 
   it('has routes to check', () => {

@@ -73,10 +73,13 @@ describe('ludus serve [embedded]', () => {
   });
 
   it('restarts on the same data directory without re-applying migrations', async () => {
-    const p = spawnCli(['serve', '--roles', 'api'], childEnv({ ...fromZero, LUDUS_DATA_DIR: dir }));
+    const p = spawnCli(
+      ['serve', '--roles', 'api,processors'],
+      childEnv({ ...fromZero, LUDUS_DATA_DIR: dir }),
+    );
     try {
       const up = await p.waitForLog((l) => l.msg === 'ludus is up');
-      expect(up.roles).toEqual(['api']);
+      expect(up.roles).toEqual(['api', 'processors']);
       expect(up.ingest).toBeUndefined();
       expect(p.logs.some((l) => l.msg === 'migrations applied')).toBe(false);
     } finally {

@@ -54,7 +54,7 @@ export async function startTestApp(
     LUDUS_ADMIN_PORT: '0',
     LUDUS_QUERY_PORT: '0',
     LUDUS_ROOT_KEY: rootKey,
-    LUDUS_ROLES: opts.roles ?? 'ingest,api',
+    LUDUS_ROLES: opts.roles ?? 'ingest,api,processors',
     LUDUS_TENANT_CACHE_MS: '0',
     ...shapeEnv(shape),
     ...opts.env,
@@ -125,8 +125,12 @@ export async function createKey(app: TestApp, tenant_ids: string[], scopes: stri
   return r.body as { id: string; key: string };
 }
 
-/** An HS256 JWT with the given claims (exp in seconds from now, default 1 hour). */
-export async function jwt(secret: string, claims: Record<string, unknown>, expIn = 3600): Promise<string> {
+/** An HS256 JWT with the given claims (exp in seconds from now, default 30 days: tests move injected clocks by days). */
+export async function jwt(
+  secret: string,
+  claims: Record<string, unknown>,
+  expIn = 30 * 86400,
+): Promise<string> {
   const now = Math.floor(Date.now() / 1000);
   return new SignJWT(claims)
     .setProtectedHeader({ alg: 'HS256' })

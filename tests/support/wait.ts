@@ -17,7 +17,10 @@ export interface WaitOptions {
  * Resolves with the first truthy value `check` returns; rejects after `timeoutMs` (with the last
  * error `check` threw, if any, and `describe()`).
  */
-export async function waitFor<T>(check: () => T | Promise<T>, opts: WaitOptions = {}): Promise<NonNullable<T>> {
+export async function waitFor<T>(
+  check: () => T | Promise<T>,
+  opts: WaitOptions = {},
+): Promise<NonNullable<T>> {
   const timeoutMs = opts.timeoutMs ?? 20_000;
   const intervalMs = opts.intervalMs ?? 25;
   const deadline = Date.now() + timeoutMs;
@@ -41,6 +44,10 @@ export async function waitFor<T>(check: () => T | Promise<T>, opts: WaitOptions 
       detail = `\n(describe failed: ${String(err)})`;
     }
   }
-  const cause = lastError ? `; last error: ${lastError instanceof Error ? lastError.message : String(lastError)}` : '';
-  throw new Error(`timed out after ${timeoutMs} ms waiting for ${opts.what ?? 'a condition'}${cause}${detail}`);
+  const cause = lastError
+    ? `; last error: ${lastError instanceof Error ? lastError.message : String(lastError)}`
+    : '';
+  throw new Error(
+    `timed out after ${timeoutMs} ms waiting for ${opts.what ?? 'a condition'}${cause}${detail}`,
+  );
 }
