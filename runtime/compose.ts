@@ -88,16 +88,22 @@ export async function openEventLog(config: Config, sql: Sql, log: Logger): Promi
   if (config.adapters.eventLog === 'kafka') {
     const { KafkaEventLog } = await import('../adapters/eventlog/kafka');
     const brokers = config.kafka.brokers;
+    const logTo = (level: 'debug' | 'info' | 'warn' | 'error', message: string, extra?: object) =>
+      log[level]({ ...extra, component: 'event-log' }, message);
     const eventLog = new KafkaEventLog({
       brokers,
       clientId: config.kafka.clientId,
       schemaRegistryUrl: config.kafka.schemaRegistryUrl as string,
       topicPrefix: config.kafka.topicPrefix,
       connectTimeoutMs: config.connectTimeoutMs,
-      log: (level, message, extra) => log[level]({ ...extra, component: 'kafka' }, message),
+      log: logTo,
     });
-    await connect(`Kafka at ${brokers.join(',')}`, 'LUDUS_KAFKA_BROKERS', config.connectTimeoutMs, () =>
-      eventLog.ping(),
+    // The adapter's own timeout (with the reason) fires first; this one is the backstop.
+    await connect(
+      `Kafka at ${brokers.join(',')}`,
+      'LUDUS_KAFKA_BROKERS',
+      config.connectTimeoutMs + 2000,
+      () => eventLog.ping(),
     ).catch(async (err) => {
       await closeQuietly(eventLog);
       throw err;
@@ -114,7 +120,9 @@ export async function openEventLog(config: Config, sql: Sql, log: Logger): Promi
     return eventLog;
   }
   const { LocalEventLog } = await import('../adapters/eventlog/local');
-  return new LocalEventLog(sql);
+  return new LocalEventLog(sql, {
+    log: (level, message, extra) => log[level]({ ...extra, component: 'event-log' }, message),
+  });
 }
 
 export async function openRanks(config: Config): Promise<RankIndex> {

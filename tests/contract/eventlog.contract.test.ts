@@ -815,7 +815,12 @@ describe('KafkaEventLog [kafka]: connection loss', () => {
  */
 async function cleanupKafka(prefixes: string[]): Promise<void> {
   if (prefixes.length === 0) return;
-  const mine = (name: string) => prefixes.some((p) => name.startsWith(p));
+  // Also sweeps what an interrupted earlier run left: names made by uniqueName('ct') > 10 minutes ago.
+  const stale = (name: string) => {
+    const m = /^ct_([0-9a-z]+)_[0-9a-f]{6}\./.exec(name);
+    return !!m && parseInt(m[1], 36) < Date.now() - 600_000;
+  };
+  const mine = (name: string) => prefixes.some((p) => name.startsWith(p)) || stale(name);
   const admin = new Kafka({ brokers: stack.kafkaBrokers, logLevel: logLevel.NOTHING }).admin();
   await admin.connect();
   try {
