@@ -3,22 +3,43 @@
  * from it, and the tenant-isolation test enumerates it. Features add their route lists here.
  */
 import { LeaderboardQueries } from '../core/leaderboards/queries';
+import { getConfig, rankTiersView } from '../core/rewards/configs';
 import { ingestRoutes } from '../ingest/routes';
-import type { AppContext } from '../runtime/context';
+import { closingDeps, type AppContext } from '../runtime/context';
 import { authRoutes } from './auth/routes';
 import type { RouteSpec } from './http/route';
 import { leaderboardAdminRoutes } from './leaderboards/admin';
 import { leaderboardQueryRoutes } from './leaderboards/query';
+import { levelRoutes } from './levels/routes';
 import { operatorRoutes } from './operator/routes';
+import { rewardAdminRoutes, rewardQueryRoutes } from './rewards/admin';
+import { walletAdminRoutes } from './wallet/admin';
+import { walletQueryRoutes } from './wallet/query';
 
 export function allRoutes(ctx: AppContext): RouteSpec[] {
   const { services, adapters, clock } = ctx;
-  const queries = new LeaderboardQueries({ sql: adapters.sql, ranks: adapters.ranks, clock });
+  const { sql } = adapters;
+  const queries = new LeaderboardQueries({ sql, ranks: adapters.ranks, clock });
   return [
     ...operatorRoutes(services),
     ...authRoutes(),
     ...ingestRoutes({ eventLog: adapters.eventLog, clock }),
-    ...leaderboardAdminRoutes({ ...adapters, clock }),
-    ...leaderboardQueryRoutes({ sql: adapters.sql, analytics: adapters.analytics, queries }),
+    ...leaderboardAdminRoutes({ ...closingDeps(ctx), clock }),
+    ...leaderboardQueryRoutes({
+      sql,
+      analytics: adapters.analytics,
+      queries,
+      rewardConfig: async (board) => {
+        const c = board.reward_config_id
+          ? await getConfig(sql, board.tenant_id, board.reward_config_id)
+          : null;
+        return c ? rankTiersView(sql, c) : null;
+      },
+    }),
+    ...walletAdminRoutes({ sql, wallet: services.wallet, clock }),
+    ...walletQueryRoutes({ sql }),
+    ...rewardAdminRoutes({ sql, clock }),
+    ...rewardQueryRoutes({ sql }),
+    ...levelRoutes({ sql, clock, wallet: services.wallet }),
   ];
 }

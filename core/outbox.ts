@@ -1,7 +1,21 @@
 /**
  * The outbox: outbound events (webhooks) written in the same transaction as the change that caused
  * them, so a committed change always has its event and a rolled-back one never does. The
- * dispatcher delivers them (issue 6). `dedupe_key` makes enqueueing idempotent per tenant.
+ * dispatcher (dispatcher/, docs/webhooks.md) fans every row out to the tenant's matching webhook
+ * endpoints and delivers it. `dedupe_key` makes enqueueing idempotent per tenant (for as long as
+ * the row is kept: LUDUS_WEBHOOK_RETENTION_DAYS after its fan-out).
+ *
+ * `enqueue` is THE call a feature uses to emit a webhook event:
+ *
+ *   await enqueue(q, {                       // q: the feature's own transaction
+ *     tenant_id, event_type: 'coupon.redeemed', created_at: now,
+ *     dedupe_key: `coupon.redeemed:${couponId}:${n}`,
+ *     payload: { user_id, code, reward_item },  // the SPEC.md fields of the event type
+ *   });
+ *
+ * The payload IS the delivered body. Its envelope (`event_type`, `tenant_id`, and `timestamp`, the
+ * ISO time of `created_at`) is filled in when absent; a payload that names another event type or
+ * tenant than the event is a programming error and throws. Payload shapes: core/webhooks/events.ts.
  */
 import type { Queryable } from '../adapters/sql/types';
 
@@ -19,7 +33,22 @@ export async function enqueue(q: Queryable, e: OutboxEvent): Promise<boolean> {
   const r = await q.query(
     `INSERT INTO outbox (tenant_id, event_type, dedupe_key, payload, created_at) VALUES ($1, $2, $3, $4, $5)
      ON CONFLICT (tenant_id, dedupe_key) DO NOTHING`,
-    [e.tenant_id, e.event_type, e.dedupe_key, JSON.stringify(e.payload), e.created_at],
+    [e.tenant_id, e.event_type, e.dedupe_key, JSON.stringify(withEnvelope(e)), e.created_at],
   );
   return r.rowCount > 0;
+}
+
+/** The payload with `event_type`, `tenant_id` and `timestamp` filled in (and checked). */
+export function withEnvelope(e: OutboxEvent): Record<string, unknown> {
+  const p = e.payload;
+  if (p.event_type !== undefined && p.event_type !== e.event_type)
+    throw new Error(`outbox payload event_type ${String(p.event_type)} differs from ${e.event_type}`);
+  if (p.tenant_id !== undefined && p.tenant_id !== e.tenant_id)
+    throw new Error(`outbox payload tenant_id differs from the event's tenant`);
+  return {
+    event_type: e.event_type,
+    tenant_id: e.tenant_id,
+    timestamp: typeof p.timestamp === 'string' ? p.timestamp : new Date(e.created_at).toISOString(),
+    ...p,
+  };
 }

@@ -31,6 +31,22 @@ interface Flat {
   attributes: Record<string, unknown>;
 }
 
+/** Record fields under the names of each body shape, for messages that say what to fix. */
+const NESTED_NAMES = {
+  event_id: 'event_id',
+  type: 'type',
+  user_id: 'actor.user_id',
+  occurred_at: 'occurred_at',
+  attrs_json: 'attrs',
+};
+const FLAT_NAMES: typeof NESTED_NAMES = {
+  event_id: 'event_id',
+  type: 'event_type',
+  user_id: 'user_id',
+  occurred_at: 'timestamp',
+  attrs_json: 'attributes',
+};
+
 /** Validates one event body and builds its record; never throws for bad input. */
 export function parseEvent(
   raw: unknown,
@@ -68,12 +84,15 @@ export function parseEvent(
   } else {
     e = copy as Nested;
   }
+  // Messages name the fields as the client sent them (the flat shape has other names).
+  const names = flat ? FLAT_NAMES : NESTED_NAMES;
   const occurred = Date.parse(e.occurred_at);
-  if (!Number.isFinite(occurred)) return fail('occurred_at must be an ISO 8601 timestamp');
-  if (occurred > ctx.now + MAX_FUTURE_MS) return fail('occurred_at is more than 1 hour in the future');
-  if (occurred < 0) return fail('occurred_at must be after 1970-01-01');
+  if (!Number.isFinite(occurred)) return fail(`${names.occurred_at} must be an ISO 8601 timestamp`);
+  if (occurred > ctx.now + MAX_FUTURE_MS)
+    return fail(`${names.occurred_at} is more than 1 hour in the future`);
+  if (occurred < 0) return fail(`${names.occurred_at} must be after 1970-01-01`);
   if (ctx.principal.kind === 'user' && e.actor.user_id !== ctx.principal.userId) {
-    return fail("actor.user_id must be the token's own user", true);
+    return fail(`${names.user_id} must be the token's own user`, true);
   }
   const record: EventRecord = {
     tenant_id: ctx.tenantId,
@@ -90,7 +109,8 @@ export function parseEvent(
     // The analytics store's rules (no NUL, well-formed Unicode) hold for every accepted event.
     checkEvent(record);
   } catch (err) {
-    if (err instanceof AnalyticsInputError) return fail(err.message);
+    if (err instanceof AnalyticsInputError)
+      return fail(err.message.replace(/^\w+/, (field) => names[field as keyof typeof names] ?? field));
     throw err;
   }
   return { ok: true, record };

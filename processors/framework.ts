@@ -10,7 +10,8 @@
  *
  * Outcomes are typed per record: ok, skip (nothing to do), dead_letter (cannot be applied; kept in
  * the dead_letters table). More than `maxDeadLetters` dead letters within `deadLetterWindowMs`
- * stops the consumer instead of dead-lettering everything (a poison deployment, not poison data).
+ * stops the consumer instead of dead-lettering everything (a poison deployment, not poison data):
+ * the batch that would pass the limit rolls back, so its records wait for the fixed deployment.
  */
 import type { Batch, Consumer, EventLog, LogRecord } from '../adapters/eventlog/types';
 import type { Queryable, Sql } from '../adapters/sql/types';
@@ -88,13 +89,35 @@ export async function startProcessor<T>(
   let fatal: string | null = null;
   let consumer: Consumer | null = null;
   const stored = new Map<number, number>();
+  /** Partitions whose afterCommit failed: the first offset to redeliver, below the stored one. */
+  const replayFrom = new Map<number, number>();
 
   await deps.eventLog.ensureTopic(p.topic);
+
+  /**
+   * Counts `n` new dead letters against the window, or stops the processor when they would pass
+   * the limit (throws, so the batch's transaction rolls back). Returns when they were counted.
+   */
+  const admitDeadLetters = (n: number): number | null => {
+    if (n === 0) return null;
+    const now = Date.now();
+    while (deadTimes.length && deadTimes[0]! < now - deadWindow) deadTimes.shift();
+    if (deadTimes.length + n > maxDead) {
+      fatal = `${deadTimes.length + n} dead letters within ${deadWindow} ms (limit ${maxDead}); fix the cause, then restart`;
+      log.fatal({ reason: fatal }, 'processor stopped');
+      void consumer?.stop();
+      throw new Error(`processor stopped: ${fatal}`);
+    }
+    for (let i = 0; i < n; i++) deadTimes.push(now);
+    return now;
+  };
 
   const handleBatch = async (batch: Batch<T>): Promise<void> => {
     if (fatal) throw new Error(`processor stopped: ${fatal}`);
     const end = deps.metrics.consumerBatchSeconds.startTimer(labels);
-    const { outcomes, afterCommit, applied } = await deps.sql.tx(async (q) => {
+    let dead = 0;
+    let reservedAt: number | null = null;
+    const committed = deps.sql.tx(async (q) => {
       await q.query(
         `INSERT INTO consumer_offsets (group_id, topic, partition, next_offset) VALUES ($1, $2, $3, 0)
          ON CONFLICT DO NOTHING`,
@@ -115,6 +138,9 @@ export async function startProcessor<T>(
       });
       if (res.outcomes.length !== fresh.length)
         throw new Error(`${p.group}: ${res.outcomes.length} outcomes for ${fresh.length} records`);
+      // The limit is checked before anything is written: the batch that would pass it rolls back.
+      dead = res.outcomes.filter((o) => o.kind === 'dead_letter').length;
+      reservedAt = admitDeadLetters(dead);
       for (const [i, o] of res.outcomes.entries()) {
         if (o.kind !== 'dead_letter') continue;
         const rec = fresh[i]!;
@@ -132,6 +158,12 @@ export async function startProcessor<T>(
       }
       return { ...res, applied: Math.max(from, batch.nextOffset) };
     });
+    const { outcomes, afterCommit, applied } = await committed.catch((err: unknown) => {
+      // Not committed: its dead letters do not count.
+      for (let i = 0; reservedAt !== null && i < dead; i++)
+        deadTimes.splice(deadTimes.lastIndexOf(reservedAt), 1);
+      throw err;
+    });
     stored.set(batch.partition, applied);
     end();
 
@@ -140,17 +172,19 @@ export async function startProcessor<T>(
     for (const [outcome, n] of Object.entries(counts))
       if (n) deps.metrics.consumerRecords.inc({ ...labels, outcome }, n);
     if (counts.dead_letter) {
-      const now = Date.now();
-      for (let i = 0; i < counts.dead_letter; i++) deadTimes.push(now);
-      while (deadTimes.length && deadTimes[0]! < now - deadWindow) deadTimes.shift();
       log.warn({ partition: batch.partition, dead_letters: counts.dead_letter }, 'records dead-lettered');
-      if (deadTimes.length > maxDead) {
-        fatal = `${deadTimes.length} dead letters within ${deadWindow} ms (limit ${maxDead}); fix the cause, then restart`;
-        log.fatal({ reason: fatal }, 'processor stopped');
-        void consumer?.stop();
-      }
     }
-    if (afterCommit) await afterCommit();
+    if (afterCommit) {
+      try {
+        await afterCommit();
+      } catch (err) {
+        // Redeliver this batch (as replayed records) even though the stored offset is past it.
+        const first = batch.records[0]!.offset;
+        replayFrom.set(batch.partition, Math.min(replayFrom.get(batch.partition) ?? first, first));
+        throw err;
+      }
+      replayFrom.delete(batch.partition);
+    }
   };
 
   consumer = await deps.eventLog.consume(
@@ -160,7 +194,12 @@ export async function startProcessor<T>(
       resumeFrom: async (partitions) => {
         const offsets = await readOffsets(deps.sql, p.group, topicName, partitions);
         for (const [k, v] of offsets) stored.set(k, v);
-        return p.resumeFrom ? p.resumeFrom(partitions, offsets) : offsets;
+        const from = p.resumeFrom ? await p.resumeFrom(partitions, new Map(offsets)) : offsets;
+        for (const part of partitions) {
+          const r = replayFrom.get(part);
+          if (r !== undefined) from.set(part, Math.min(from.get(part) ?? 0, r));
+        }
+        return from;
       },
       handleBatch,
       onAssignment: (partitions) => {

@@ -52,6 +52,43 @@ export interface Config {
   connectTimeoutMs: number;
   /** How long graceful shutdown waits for in-flight work, in ms. */
   shutdownTimeoutMs: number;
+  /** Outbound webhooks (docs/webhooks.md). */
+  webhooks: WebhookConfig;
+}
+
+export interface WebhookConfig {
+  /** Delays between attempts, ms (LUDUS_WEBHOOK_RETRY_SCHEDULE); attempts = length + 1. */
+  retryScheduleMs: number[];
+  /** Deliver to loopback, private, link-local and other special addresses (tests, closed networks). */
+  allowPrivate: boolean;
+  /** Whole-attempt timeout (connect, request, response), ms; SPEC.md: 5 s. */
+  timeoutMs: number;
+  /** How long finished deliveries and their attempts are kept, ms. */
+  retentionMs: number;
+  /** An endpoint with no successful delivery for this long while failing is disabled, ms; 0 never. */
+  disableAfterMs: number;
+  /** Endpoints one dispatcher delivers to at once. */
+  concurrency: number;
+  /** How often the dispatcher looks for new outbox rows and due deliveries, ms. */
+  pollMs: number;
+}
+
+/** The documented default schedule (docs/webhooks.md): 10 retries over about 24 hours. */
+export const DEFAULT_WEBHOOK_RETRY_SCHEDULE = '5,30,120,600,1800,3600,7200,14400,28800,28800';
+
+/** `5,30,120` (seconds, decimals allowed) into delays in ms. */
+export function parseRetrySchedule(variable: string, raw: string): number[] {
+  const parts = raw.split(',').map((p) => p.trim());
+  const bad = () =>
+    new ConfigError(
+      variable,
+      `must be a comma-separated list of 1 to 50 delays in seconds, each at most 604800, e.g. ${DEFAULT_WEBHOOK_RETRY_SCHEDULE} (got "${raw}")`,
+    );
+  if (parts.length < 1 || parts.length > 50) throw bad();
+  return parts.map((p) => {
+    if (!/^\d+(\.\d{1,3})?$/.test(p) || Number(p) > 604800) throw bad();
+    return Math.round(Number(p) * 1000);
+  });
 }
 
 export type RateLimitSpec = Array<{ limit: number; windowMs: number }>;
@@ -252,6 +289,18 @@ export function loadConfig(env: Env = process.env): Config {
     },
     connectTimeoutMs: int('LUDUS_CONNECT_TIMEOUT_MS', 10000, 100, 600000),
     shutdownTimeoutMs: int('LUDUS_SHUTDOWN_TIMEOUT_MS', 15000, 0, 600000),
+    webhooks: {
+      retryScheduleMs: parseRetrySchedule(
+        'LUDUS_WEBHOOK_RETRY_SCHEDULE',
+        str('LUDUS_WEBHOOK_RETRY_SCHEDULE', DEFAULT_WEBHOOK_RETRY_SCHEDULE),
+      ),
+      allowPrivate: oneOf('LUDUS_WEBHOOK_ALLOW_PRIVATE', ['true', 'false'], 'false') === 'true',
+      timeoutMs: int('LUDUS_WEBHOOK_TIMEOUT_MS', 5000, 100, 60000),
+      retentionMs: int('LUDUS_WEBHOOK_RETENTION_DAYS', 30, 1, 3650) * 86400000,
+      disableAfterMs: int('LUDUS_WEBHOOK_DISABLE_AFTER_SECONDS', 432000, 0, 31536000) * 1000,
+      concurrency: int('LUDUS_WEBHOOK_CONCURRENCY', 16, 1, 1000),
+      pollMs: int('LUDUS_WEBHOOK_POLL_MS', 500, 10, 60000),
+    },
   };
 }
 

@@ -1,4 +1,6 @@
 import type { MountDeps } from '../api/http/route';
+import type { ClosingDeps } from '../core/leaderboards/closing';
+import { payoutHook } from '../core/leaderboards/payout';
 import type { Clock } from '../core/clock';
 import type { Adapters } from './compose';
 import type { Config } from './config';
@@ -26,4 +28,9 @@ export function mountDeps(ctx: AppContext, gateway: 'ingest' | 'admin' | 'query'
     rateLimit: ctx.config.rateLimits[gateway],
     clock: ctx.clock,
   };
+}
+
+/** What closing a leaderboard window needs: stores and the reward payout. */
+export function closingDeps(ctx: AppContext): ClosingDeps {
+  return { ...ctx.adapters, payout: payoutHook(ctx.services.granter) };
 }

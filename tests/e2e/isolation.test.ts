@@ -69,6 +69,64 @@ describe('tenant isolation across every admin and query route', () => {
       },
     });
     expect(ev.status).toBe(202);
+    // Wallet, rewards and levels of A, each carrying the canary.
+    const admin = async (path: string, body: unknown) => {
+      const r = await call('POST', `${app.url.admin}${path}?tenant_id=${a.id}`, {
+        headers: { 'x-api-key': keyA },
+        body,
+      });
+      expect([path, r.status]).toEqual([path, 201]);
+      return r.body;
+    };
+    await admin('/v1/wallet/currencies', {
+      id: 'coins',
+      name: canary,
+      is_spendable: true,
+      decimal_places: 0,
+    });
+    await admin('/v1/wallet/currencies', { id: 'xp', name: canary, is_spendable: false, decimal_places: 0 });
+    ids.currency_id = 'coins';
+    const grant = await call('POST', `${app.url.admin}/v1/wallet/grant?tenant_id=${a.id}`, {
+      headers: { 'x-api-key': keyA },
+      body: { user_id: 'alice', currency_id: 'coins', amount: 5, description: canary },
+    });
+    expect(grant.status).toBe(200);
+    ids.rule_id = (
+      await admin('/v1/wallet/earning-rules', {
+        name: canary,
+        currency_id: 'coins',
+        event_type: 'x',
+        calculation: { type: 'fixed', amount: 1 },
+      })
+    ).rule_id;
+    ids.tier_id = (
+      await admin('/v1/wallet/tiers', {
+        tier_name: canary,
+        tier_level: 1,
+        min_lifetime_points: 1,
+        currency_id: 'coins',
+      })
+    ).tier_id;
+    const item = await admin('/v1/reward-items', {
+      name: canary,
+      reward_type: 'badge',
+      payload: { badge_id: canary },
+    });
+    ids.item_id = item.item_id;
+    ids.reward_id = (
+      await admin('/v1/rewards-catalog', {
+        name: canary,
+        tiers: [{ condition: { type: 'rank_range', start: 1, end: 1 }, item_ids: [item.item_id] }],
+      })
+    ).reward_config_id;
+    ids.level_id = (
+      await admin('/v1/levels', {
+        name: canary,
+        currency_id: 'xp',
+        levels: [{ level: 2, xp_required: 10, name: canary }],
+      })
+    ).level_system_id;
+    ids.level_number = '2';
   }
   afterAll(() => app.stop());
 

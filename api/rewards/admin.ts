@@ -1,0 +1,239 @@
+/**
+ * Admin routes of reward items, reward configs and grants (scope rewards:read / rewards:write).
+ * Reward items: `/v1/reward-items?tenant_id`, `/v1/tenants/{tenant_id}/reward-items`, and the create
+ * form `POST /v1/rewards?tenant_id`. Reward configs: `/v1/rewards-catalog?tenant_id`, told apart
+ * from catalog rewards by their shape (a body with `tiers` is a reward config; docs/rewards.md).
+ */
+import type { Sql } from '../../adapters/sql/types';
+import type { Clock } from '../../core/clock';
+import {
+  createConfig,
+  deleteConfig,
+  getConfig,
+  listConfigs,
+  updateConfig,
+  validateTiers,
+  type RewardTier,
+} from '../../core/rewards/configs';
+import { grantsOf } from '../../core/rewards/grant';
+import {
+  createItem,
+  deleteItem,
+  getItem,
+  listItems,
+  updateItem,
+  validatePayload,
+} from '../../core/rewards/items';
+import { scope } from '../auth/scopes';
+import { errors } from '../http/errors';
+import type { RouteSpec } from '../http/route';
+import { bothForms } from '../leaderboards/admin';
+
+const read = { kind: 'admin', scope: scope.read('rewards'), tenant: true } as const;
+const write = { kind: 'admin', scope: scope.write('rewards'), tenant: true } as const;
+
+export function rewardAdminRoutes(deps: { sql: Sql; clock: Clock }): RouteSpec[] {
+  const { sql, clock } = deps;
+  const common = { gateway: 'admin', tag: 'Rewards' } as const;
+  const createItemRoute: RouteSpec = {
+    ...common,
+    method: 'POST',
+    path: '/v1/reward-items',
+    summary: 'Create a reward item',
+    auth: write,
+    body: 'reward_item.create',
+    status: 201,
+    handler: async ({ tenant, body }) => {
+      const b = body as {
+        name: string;
+        description?: string | null;
+        reward_type: string;
+        payload: Record<string, unknown>;
+      };
+      if (!b.name.trim()) throw errors.validation('body.name must not be blank');
+      if (!b.reward_type.trim()) throw errors.validation('body.reward_type must not be blank');
+      const err = validatePayload(b.reward_type, b.payload);
+      if (err) throw errors.validation(err);
+      return createItem(sql, tenant!.id, b, clock.now());
+    },
+  };
+  const config = async (tenantId: string, id: string) => {
+    const c = await getConfig(sql, tenantId, id);
+    if (!c) throw errors.notFound(`Reward config ${id} not found`);
+    return c;
+  };
+  return [
+    ...bothForms(createItemRoute),
+    { ...createItemRoute, path: '/v1/rewards' },
+    ...bothForms({
+      ...common,
+      method: 'GET',
+      path: '/v1/reward-items',
+      summary: 'List reward items',
+      auth: read,
+      query: 'list.query',
+      handler: async ({ tenant, query }) => {
+        const q = query as { limit: number; offset: number };
+        const r = await listItems(sql, tenant!.id, q.limit, q.offset);
+        return { reward_items: r.items, total: r.total, limit: q.limit, offset: q.offset };
+      },
+    }),
+    ...bothForms({
+      ...common,
+      method: 'GET',
+      path: '/v1/reward-items/:item_id',
+      summary: 'Get a reward item',
+      auth: read,
+      handler: async ({ tenant, params }) => {
+        const i = await getItem(sql, tenant!.id, params.item_id!);
+        if (!i) throw errors.notFound(`Reward item ${params.item_id} not found`);
+        return i;
+      },
+    }),
+    ...bothForms({
+      ...common,
+      method: 'PUT',
+      path: '/v1/reward-items/:item_id',
+      summary: 'Update a reward item',
+      auth: write,
+      body: 'reward_item.update',
+      handler: async ({ tenant, params, body }) => {
+        const b = body as {
+          name?: string;
+          description?: string | null;
+          reward_type?: string;
+          payload?: Record<string, unknown>;
+        };
+        const cur = await getItem(sql, tenant!.id, params.item_id!);
+        if (!cur) throw errors.notFound(`Reward item ${params.item_id} not found`);
+        if (b.name !== undefined && !b.name.trim()) throw errors.validation('body.name must not be blank');
+        const err = validatePayload(b.reward_type ?? cur.reward_type, b.payload ?? cur.payload);
+        if (err) throw errors.validation(err);
+        return updateItem(sql, tenant!.id, params.item_id!, b, clock.now());
+      },
+    }),
+    ...bothForms({
+      ...common,
+      method: 'DELETE',
+      path: '/v1/reward-items/:item_id',
+      summary: 'Delete a reward item (past grants keep their copy)',
+      auth: write,
+      handler: async ({ tenant, params }) => {
+        const i = await deleteItem(sql, tenant!.id, params.item_id!);
+        if (!i) throw errors.notFound(`Reward item ${params.item_id} not found`);
+        return { deleted: true, item_id: i.item_id };
+      },
+    }),
+    // ---- reward configs ----
+    {
+      ...common,
+      method: 'POST',
+      path: '/v1/rewards-catalog',
+      summary: 'Create a reward config ({name, description?, tiers}); answers its reward_config_id',
+      auth: write,
+      status: 201,
+      handler: async (req) => {
+        const raw = req.body as Record<string, unknown> | undefined;
+        if (raw && typeof raw === 'object' && !('tiers' in raw) && ('slug' in raw || 'fulfillment' in raw)) {
+          throw errors.validation(
+            'This body is a catalog reward; create catalog rewards under /v1/tenants/{tenant_id}/rewards-catalog (the store, not yet available). A reward config needs tiers.',
+          );
+        }
+        const { validateOrThrow } = await import('../http/validate');
+        const b = validateOrThrow<{ name: string; description?: string | null; tiers: RewardTier[] }>(
+          'reward_config.create',
+          raw,
+          'body',
+        );
+        const err = await validateTiers(sql, req.tenant!.id, b.tiers);
+        if (err) throw errors.validation(err);
+        return createConfig(sql, req.tenant!.id, b, clock.now());
+      },
+    },
+    {
+      ...common,
+      method: 'GET',
+      path: '/v1/rewards-catalog',
+      summary: 'List reward configs',
+      auth: read,
+      query: 'list.query',
+      handler: async ({ tenant, query }) => {
+        const q = query as { limit: number; offset: number };
+        const r = await listConfigs(sql, tenant!.id, q.limit, q.offset);
+        return { reward_configs: r.configs, total: r.total, limit: q.limit, offset: q.offset };
+      },
+    },
+    {
+      ...common,
+      method: 'GET',
+      path: '/v1/rewards-catalog/:reward_id',
+      summary: 'Get a reward config',
+      auth: read,
+      handler: async ({ tenant, params }) => config(tenant!.id, params.reward_id!),
+    },
+    {
+      ...common,
+      method: 'PUT',
+      path: '/v1/rewards-catalog/:reward_id',
+      summary: 'Update a reward config',
+      auth: write,
+      body: 'reward_config.update',
+      handler: async ({ tenant, params, body }) => {
+        const b = body as { name?: string; description?: string | null; tiers?: RewardTier[] };
+        await config(tenant!.id, params.reward_id!);
+        if (b.tiers) {
+          const err = await validateTiers(sql, tenant!.id, b.tiers);
+          if (err) throw errors.validation(err);
+        }
+        return updateConfig(sql, tenant!.id, params.reward_id!, b, clock.now());
+      },
+    },
+    {
+      ...common,
+      method: 'DELETE',
+      path: '/v1/rewards-catalog/:reward_id',
+      summary: 'Delete a reward config',
+      auth: write,
+      handler: async ({ tenant, params }) => {
+        const c = await deleteConfig(sql, tenant!.id, params.reward_id!);
+        if (!c) throw errors.notFound(`Reward config ${params.reward_id} not found`);
+        return c;
+      },
+    },
+    // ---- grants ----
+    ...bothForms({
+      ...common,
+      method: 'GET',
+      path: '/v1/reward-grants',
+      summary: "A user's granted reward items (credited, owned, or waiting for fulfilment)",
+      auth: read,
+      query: 'grants.query',
+      handler: async ({ tenant, query }) => {
+        const q = query as { user_id?: string; limit: number; offset: number };
+        if (!q.user_id) throw errors.validation('query.user_id is required');
+        return { user_id: q.user_id, ...(await grantsOf(sql, tenant!.id, q.user_id, q.limit, q.offset)) };
+      },
+    }),
+  ];
+}
+
+export function rewardQueryRoutes(deps: { sql: Sql }): RouteSpec[] {
+  return [
+    {
+      gateway: 'query',
+      method: 'GET',
+      path: '/v1/grants/user/:user_id',
+      summary: "A user's granted reward items",
+      tag: 'Rewards',
+      auth: { kind: 'tenant', signed: false },
+      query: 'list.query',
+      handler: async ({ tenant, params, query }) => {
+        const q = query as { limit: number; offset: number };
+        return {
+          user_id: params.user_id,
+          ...(await grantsOf(deps.sql, tenant!.id, params.user_id!, q.limit, q.offset)),
+        };
+      },
+    },
+  ];
+}

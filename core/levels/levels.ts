@@ -1,0 +1,278 @@
+/**
+ * Level systems (SPEC.md "Level system"): thresholds on the lifetime earnings of a currency
+ * (normally xp). Level 1 needs 0. Reaching a level records it (user_levels) and grants the items
+ * of the system's reward config whose milestone (or threshold range) on metric `level` matches.
+ */
+import { randomUUID } from 'node:crypto';
+import type { Queryable } from '../../adapters/sql/types';
+import { getConfig, itemsForMetric } from '../rewards/configs';
+import type { Granter } from '../rewards/grant';
+import { getItems } from '../rewards/items';
+import type { LifetimeHook } from '../wallet/wallet';
+
+export interface LevelDef {
+  level: number;
+  xp_required: number;
+  name: string;
+  description?: string;
+}
+
+export interface LevelSystem {
+  level_system_id: string;
+  tenant_id: string;
+  name: string;
+  description: string | null;
+  currency_id: string;
+  reward_config_id: string | null;
+  levels: LevelDef[];
+  created_at: string;
+  updated_at: string;
+}
+
+interface Row extends Omit<LevelSystem, 'level_system_id'> {
+  id: string;
+}
+
+const toSystem = (r: Row): LevelSystem => ({
+  level_system_id: r.id,
+  tenant_id: r.tenant_id,
+  name: r.name,
+  description: r.description,
+  currency_id: r.currency_id,
+  reward_config_id: r.reward_config_id,
+  levels: r.levels,
+  created_at: new Date(r.created_at).toISOString(),
+  updated_at: new Date(r.updated_at).toISOString(),
+});
+
+/** Levels sorted, with level 1 at 0 (added when missing). Null when invalid, with the reason. */
+export function normalizeLevels(
+  levels: LevelDef[],
+): { ok: true; levels: LevelDef[] } | { ok: false; error: string } {
+  const sorted = [...levels].sort((a, b) => a.level - b.level);
+  if (sorted[0]?.level !== 1) sorted.unshift({ level: 1, xp_required: 0, name: 'Level 1' });
+  if (sorted[0]!.xp_required !== 0) return { ok: false, error: 'body.levels: level 1 must need 0' };
+  for (let i = 1; i < sorted.length; i++) {
+    if (sorted[i]!.level === sorted[i - 1]!.level)
+      return { ok: false, error: `body.levels: level ${sorted[i]!.level} appears twice` };
+    if (sorted[i]!.xp_required <= sorted[i - 1]!.xp_required) {
+      return {
+        ok: false,
+        error: `body.levels: level ${sorted[i]!.level} must need more than level ${sorted[i - 1]!.level}`,
+      };
+    }
+  }
+  return { ok: true, levels: sorted };
+}
+
+export function levelFor(levels: LevelDef[], total: number): LevelDef {
+  let cur = levels[0]!;
+  for (const l of levels) if (total >= l.xp_required) cur = l;
+  return cur;
+}
+
+export async function createSystem(
+  q: Queryable,
+  tenantId: string,
+  b: {
+    name: string;
+    description?: string | null;
+    currency_id: string;
+    reward_config_id?: string | null;
+    levels: LevelDef[];
+  },
+  now: number,
+): Promise<LevelSystem> {
+  const at = new Date(now).toISOString();
+  const r = await q.query<Row>(
+    `INSERT INTO level_systems (tenant_id, id, name, description, currency_id, reward_config_id, levels, created_at, updated_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8) RETURNING *`,
+    [
+      tenantId,
+      randomUUID(),
+      b.name,
+      b.description ?? null,
+      b.currency_id,
+      b.reward_config_id ?? null,
+      JSON.stringify(b.levels),
+      at,
+    ],
+  );
+  return toSystem(r.rows[0]!);
+}
+
+export async function updateSystem(
+  q: Queryable,
+  tenantId: string,
+  id: string,
+  p: {
+    name?: string;
+    description?: string | null;
+    currency_id?: string;
+    reward_config_id?: string | null;
+    levels?: LevelDef[];
+  },
+  now: number,
+): Promise<LevelSystem | null> {
+  const r = await q.query<Row>(
+    `UPDATE level_systems SET name = COALESCE($3, name), description = CASE WHEN $4::boolean THEN $5 ELSE description END,
+       currency_id = COALESCE($6, currency_id), reward_config_id = CASE WHEN $7::boolean THEN $8 ELSE reward_config_id END,
+       levels = COALESCE($9::jsonb, levels), updated_at = $10
+     WHERE tenant_id = $1 AND id = $2 RETURNING *`,
+    [
+      tenantId,
+      id,
+      p.name ?? null,
+      p.description !== undefined,
+      p.description ?? null,
+      p.currency_id ?? null,
+      p.reward_config_id !== undefined,
+      p.reward_config_id ?? null,
+      p.levels ? JSON.stringify(p.levels) : null,
+      new Date(now).toISOString(),
+    ],
+  );
+  return r.rows[0] ? toSystem(r.rows[0]) : null;
+}
+
+export async function listSystems(q: Queryable, tenantId: string): Promise<LevelSystem[]> {
+  const r = await q.query<Row>('SELECT * FROM level_systems WHERE tenant_id = $1 ORDER BY created_at, id', [
+    tenantId,
+  ]);
+  return r.rows.map(toSystem);
+}
+
+/** The system named by id, or the tenant's first when no id is given. */
+export async function getSystem(q: Queryable, tenantId: string, id?: string): Promise<LevelSystem | null> {
+  const r = id
+    ? await q.query<Row>('SELECT * FROM level_systems WHERE tenant_id = $1 AND id = $2', [tenantId, id])
+    : await q.query<Row>('SELECT * FROM level_systems WHERE tenant_id = $1 ORDER BY created_at, id LIMIT 1', [
+        tenantId,
+      ]);
+  return r.rows[0] ? toSystem(r.rows[0]) : null;
+}
+
+async function lifetime(q: Queryable, tenantId: string, userId: string, currencyId: string): Promise<number> {
+  const r = await q.query<{ lifetime_earned: number }>(
+    'SELECT lifetime_earned FROM balances WHERE tenant_id = $1 AND user_id = $2 AND currency_id = $3',
+    [tenantId, userId, currencyId],
+  );
+  return Number(r.rows[0]?.lifetime_earned ?? 0);
+}
+
+async function achieved(q: Queryable, s: LevelSystem, userId: string): Promise<Map<number, number>> {
+  const r = await q.query<{ level: number; achieved_at: number }>(
+    'SELECT level, achieved_at FROM user_levels WHERE tenant_id = $1 AND level_system_id = $2 AND user_id = $3',
+    [s.tenant_id, s.level_system_id, userId],
+  );
+  return new Map(r.rows.map((x) => [x.level, Number(x.achieved_at)]));
+}
+
+/** Wallet hook: records newly reached levels and grants their rewards, once each. */
+export function levelHook(granter: Granter): LifetimeHook {
+  return async (q, c) => {
+    const r = await q.query<Row>('SELECT * FROM level_systems WHERE tenant_id = $1 AND currency_id = $2', [
+      c.tenant_id,
+      c.currency_id,
+    ]);
+    for (const s of r.rows.map(toSystem)) {
+      const reached = s.levels.filter((l) => l.xp_required <= c.lifetime_earned);
+      const fresh = await q.query<{ level: number }>(
+        `INSERT INTO user_levels (tenant_id, level_system_id, user_id, level, achieved_at)
+         SELECT $1, $2, $3, unnest($4::int[]), $5 ON CONFLICT DO NOTHING RETURNING level`,
+        [c.tenant_id, s.level_system_id, c.user_id, reached.map((l) => l.level), c.now],
+      );
+      if (!s.reward_config_id || fresh.rowCount === 0) continue;
+      const config = await getConfig(q, c.tenant_id, s.reward_config_id);
+      if (!config) continue;
+      for (const { level } of fresh.rows.sort((a, b) => a.level - b.level)) {
+        const ids = itemsForMetric(config, 'level', level);
+        if (ids.length === 0) continue;
+        const items = await getItems(q, c.tenant_id, ids);
+        await granter.grant(q, {
+          tenant_id: c.tenant_id,
+          user_id: c.user_id,
+          items: ids.map((id) => items.get(id)).filter((x) => x !== undefined),
+          source_type: 'level_up',
+          source_ref: `${s.level_system_id}:${level}`,
+          grant_key: `level:${s.level_system_id}:${c.user_id}:${level}`,
+          now: c.now,
+        });
+      }
+    }
+  };
+}
+
+/** SPEC "User level view". */
+export async function userLevelView(q: Queryable, s: LevelSystem, userId: string) {
+  const total = await lifetime(q, s.tenant_id, userId, s.currency_id);
+  const cur = levelFor(s.levels, total);
+  const next = s.levels.find((l) => l.level > cur.level) ?? null;
+  const span = next ? next.xp_required - cur.xp_required : 0;
+  return {
+    tenant_id: s.tenant_id,
+    user_id: userId,
+    level_system_id: s.level_system_id,
+    current_level: cur.level,
+    level_name: cur.name,
+    total_xp: total,
+    xp_for_current_level: cur.xp_required,
+    xp_for_next_level: next?.xp_required ?? null,
+    xp_to_next_level: next ? next.xp_required - total : 0,
+    progress_percentage: next ? Math.round(((total - cur.xp_required) / span) * 10000) / 100 : 100,
+  };
+}
+
+/** SPEC "Level detail", with the rewards of reaching it. */
+export async function levelDetail(q: Queryable, s: LevelSystem, level: number) {
+  const l = s.levels.find((x) => x.level === level);
+  if (!l) return null;
+  const config = s.reward_config_id ? await getConfig(q, s.tenant_id, s.reward_config_id) : null;
+  const ids = config ? itemsForMetric(config, 'level', level) : [];
+  const items = await getItems(q, s.tenant_id, ids);
+  return {
+    level: l.level,
+    name: l.name,
+    xp_required: l.xp_required,
+    description: l.description ?? null,
+    rewards: ids
+      .map((id) => items.get(id))
+      .filter((x) => x !== undefined)
+      .map((i) => ({ item_id: i.item_id, name: i.name, reward_type: i.reward_type })),
+  };
+}
+
+/** SPEC "Progression": achieved levels with when, and the next one with progress. */
+export async function progression(q: Queryable, s: LevelSystem, userId: string) {
+  const total = await lifetime(q, s.tenant_id, userId, s.currency_id);
+  const cur = levelFor(s.levels, total);
+  const when = await achieved(q, s, userId);
+  const levels: Array<Record<string, unknown>> = s.levels
+    .filter((l) => l.level <= cur.level)
+    .map((l) => ({
+      level: l.level,
+      name: l.name,
+      xp_required: l.xp_required,
+      achieved: true,
+      achieved_at: when.has(l.level) ? new Date(when.get(l.level)!).toISOString() : null,
+    }));
+  const next = s.levels.find((l) => l.level > cur.level);
+  if (next) {
+    const span = next.xp_required - cur.xp_required;
+    levels.push({
+      level: next.level,
+      name: next.name,
+      xp_required: next.xp_required,
+      achieved: false,
+      xp_progress: total - cur.xp_required,
+      progress_percentage: Math.round(((total - cur.xp_required) / span) * 10000) / 100,
+    });
+  }
+  return {
+    user_id: userId,
+    level_system_id: s.level_system_id,
+    current_level: cur.level,
+    total_xp: total,
+    levels,
+  };
+}

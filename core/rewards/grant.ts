@@ -1,0 +1,166 @@
+/**
+ * The one reward-granting service every feature uses (leaderboards now; streaks, achievements,
+ * coupons, wheels and the store later). Each grant is idempotent on its `grant_key` (for example
+ * `leaderboard:<board>:<window>:<user>`), so a retry never pays twice:
+ * - currency, xp and points credit the wallet (xp and points credit the currencies `xp` and
+ *   `points`), with the caller's source_type;
+ * - badge and item are recorded as owned by the user;
+ * - physical_item, custom and any other type are recorded for fulfilment.
+ * Every grant has a row in reward_grants, readable per user.
+ */
+import { randomUUID } from 'node:crypto';
+import type { Queryable } from '../../adapters/sql/types';
+import { WalletError, type Wallet } from '../wallet/wallet';
+import type { RewardItem } from './items';
+
+export interface GrantRequest {
+  tenant_id: string;
+  user_id: string;
+  items: RewardItem[];
+  source_type: string;
+  source_ref: string | null;
+  /** Unique per logical grant; each item's grant key is `<grant_key>:<item_id>`. */
+  grant_key: string;
+  now: number;
+}
+
+export interface Granted {
+  item_id: string;
+  name: string;
+  reward_type: string;
+  payload: Record<string, unknown>;
+  status: 'credited' | 'owned' | 'pending_fulfilment' | 'failed';
+  transaction_id: string | null;
+}
+
+interface GrantRow {
+  id: string;
+  tenant_id: string;
+  user_id: string;
+  item_id: string;
+  reward_type: string;
+  payload: Record<string, unknown>;
+  status: Granted['status'];
+  source_type: string;
+  source_ref: string | null;
+  transaction_id: string | null;
+  created_at: number;
+}
+
+export class Granter {
+  constructor(private readonly wallet: Wallet) {}
+
+  async grant(q: Queryable, g: GrantRequest): Promise<Granted[]> {
+    const out: Granted[] = [];
+    for (const item of g.items) {
+      const key = `${g.grant_key}:${item.item_id}`;
+      const seen = await q.query<GrantRow>(
+        'SELECT * FROM reward_grants WHERE tenant_id = $1 AND grant_key = $2',
+        [g.tenant_id, key],
+      );
+      if (seen.rows[0]) {
+        out.push(this.present(item, seen.rows[0].status, seen.rows[0].transaction_id));
+        continue;
+      }
+      let status: Granted['status'];
+      let tx: string | null = null;
+      const credit = this.creditOf(item);
+      if (credit) {
+        try {
+          const r = await this.wallet.credit(q, {
+            tenant_id: g.tenant_id,
+            user_id: g.user_id,
+            currency_id: credit.currency_id,
+            amount: credit.amount,
+            source_type: g.source_type,
+            source_ref: g.source_ref,
+            description: item.name,
+            idempotency_key: `grant:${key}`,
+            now: g.now,
+          });
+          status = 'credited';
+          tx = r.transaction_id;
+        } catch (err) {
+          if (!(err instanceof WalletError)) throw err;
+          status = 'failed';
+        }
+      } else {
+        status = item.reward_type === 'badge' || item.reward_type === 'item' ? 'owned' : 'pending_fulfilment';
+      }
+      await q.query(
+        `INSERT INTO reward_grants (id, tenant_id, grant_key, user_id, item_id, reward_type, payload, status, source_type, source_ref, transaction_id, created_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
+        [
+          randomUUID(),
+          g.tenant_id,
+          key,
+          g.user_id,
+          item.item_id,
+          item.reward_type,
+          JSON.stringify(item.payload),
+          status,
+          g.source_type,
+          g.source_ref,
+          tx,
+          g.now,
+        ],
+      );
+      out.push(this.present(item, status, tx));
+    }
+    return out;
+  }
+
+  private creditOf(item: RewardItem): { currency_id: string; amount: number } | null {
+    const p = item.payload as { currency_id?: unknown; amount?: unknown };
+    const amount = Number.isSafeInteger(p.amount) ? (p.amount as number) : 0;
+    if (amount <= 0) return null;
+    if (item.reward_type === 'currency' && typeof p.currency_id === 'string')
+      return { currency_id: p.currency_id, amount };
+    if (item.reward_type === 'xp') return { currency_id: 'xp', amount };
+    if (item.reward_type === 'points') return { currency_id: 'points', amount };
+    return null;
+  }
+
+  private present(item: RewardItem, status: Granted['status'], tx: string | null): Granted {
+    return {
+      item_id: item.item_id,
+      name: item.name,
+      reward_type: item.reward_type,
+      payload: item.payload,
+      status,
+      transaction_id: tx,
+    };
+  }
+}
+
+/** A user's grants, newest first. */
+export async function grantsOf(
+  q: Queryable,
+  tenantId: string,
+  userId: string,
+  limit: number,
+  offset: number,
+) {
+  const total = await q.query<{ n: number }>(
+    'SELECT count(*)::int AS n FROM reward_grants WHERE tenant_id = $1 AND user_id = $2',
+    [tenantId, userId],
+  );
+  const r = await q.query<GrantRow>(
+    'SELECT * FROM reward_grants WHERE tenant_id = $1 AND user_id = $2 ORDER BY created_at DESC, id LIMIT $3 OFFSET $4',
+    [tenantId, userId, limit, offset],
+  );
+  return {
+    grants: r.rows.map((x) => ({
+      id: x.id,
+      item_id: x.item_id,
+      reward_type: x.reward_type,
+      payload: x.payload,
+      status: x.status,
+      source_type: x.source_type,
+      source_ref: x.source_ref,
+      transaction_id: x.transaction_id,
+      granted_at: new Date(Number(x.created_at)).toISOString(),
+    })),
+    total: total.rows[0]?.n ?? 0,
+  };
+}

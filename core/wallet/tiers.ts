@@ -1,0 +1,120 @@
+/**
+ * Loyalty tiers on the lifetime earnings of a currency. A user's tier is the highest tier whose
+ * min_lifetime_points they reached; when it changes, `tier.changed` is enqueued (docs/webhooks.md).
+ */
+import type { Queryable } from '../../adapters/sql/types';
+import { enqueue } from '../outbox';
+import type { LifetimeHook } from './wallet';
+
+export interface Tier {
+  tier_id: string;
+  tenant_id: string;
+  tier_name: string;
+  tier_level: number;
+  min_lifetime_points: number;
+  currency_id: string;
+  icon_url: string | null;
+  badge_color: string | null;
+  benefits: Record<string, unknown>;
+  created_at: string;
+  updated_at: string;
+}
+
+interface TierRow extends Omit<Tier, 'tier_id'> {
+  id: string;
+}
+
+export const toTier = (r: TierRow): Tier => {
+  const { id, ...rest } = r;
+  return {
+    ...rest,
+    tier_id: id,
+    min_lifetime_points: Number(r.min_lifetime_points),
+    created_at: new Date(r.created_at).toISOString(),
+    updated_at: new Date(r.updated_at).toISOString(),
+  };
+};
+
+export async function tiersOf(q: Queryable, tenantId: string, currencyId?: string): Promise<Tier[]> {
+  const r = await q.query<TierRow>(
+    `SELECT * FROM tiers WHERE tenant_id = $1 AND ($2::text IS NULL OR currency_id = $2) ORDER BY currency_id, tier_level`,
+    [tenantId, currencyId ?? null],
+  );
+  return r.rows.map(toTier);
+}
+
+/** The tier for a lifetime amount: the highest level whose minimum is reached, or null. */
+export function tierFor(tiers: Tier[], lifetime: number): Tier | null {
+  let best: Tier | null = null;
+  for (const t of tiers)
+    if (lifetime >= t.min_lifetime_points && (!best || t.tier_level > best.tier_level)) best = t;
+  return best;
+}
+
+const brief = (t: Tier | null) =>
+  t ? { tier_id: t.tier_id, tier_name: t.tier_name, tier_level: t.tier_level } : null;
+
+/** Wallet hook: moves the user's tier and enqueues tier.changed when it changed. */
+export const tierHook: LifetimeHook = async (q, c) => {
+  const tiers = await tiersOf(q, c.tenant_id, c.currency_id);
+  if (tiers.length === 0) return;
+  const next = tierFor(tiers, c.lifetime_earned);
+  const prev = await q.query<{ tier_id: string | null }>(
+    'SELECT tier_id FROM user_tiers WHERE tenant_id = $1 AND user_id = $2 AND currency_id = $3 FOR UPDATE',
+    [c.tenant_id, c.user_id, c.currency_id],
+  );
+  const prevId = prev.rows[0]?.tier_id ?? null;
+  if ((next?.tier_id ?? null) === prevId) return;
+  await q.query(
+    `INSERT INTO user_tiers (tenant_id, user_id, currency_id, tier_id) VALUES ($1, $2, $3, $4)
+     ON CONFLICT (tenant_id, user_id, currency_id) DO UPDATE SET tier_id = EXCLUDED.tier_id`,
+    [c.tenant_id, c.user_id, c.currency_id, next?.tier_id ?? null],
+  );
+  const previous = tiers.find((t) => t.tier_id === prevId) ?? null;
+  await enqueue(q, {
+    tenant_id: c.tenant_id,
+    event_type: 'tier.changed',
+    dedupe_key: `tier.changed:${c.user_id}:${c.currency_id}:${prevId ?? '-'}:${next?.tier_id ?? '-'}:${c.lifetime_earned}`,
+    created_at: c.now,
+    payload: {
+      event_type: 'tier.changed',
+      tenant_id: c.tenant_id,
+      timestamp: new Date(c.now).toISOString(),
+      user_id: c.user_id,
+      data: {
+        currency_id: c.currency_id,
+        previous_tier: brief(previous),
+        new_tier: brief(next),
+        lifetime_points: c.lifetime_earned,
+      },
+    },
+  });
+};
+
+/** SPEC "User tier view"; null when no tier is configured or the user earned nothing. */
+export async function userTierView(q: Queryable, tenantId: string, userId: string) {
+  const tiers = await tiersOf(q, tenantId);
+  if (tiers.length === 0) return null;
+  const currencyId = tiers[0]!.currency_id;
+  const own = tiers.filter((t) => t.currency_id === currencyId);
+  const b = await q.query<{ lifetime_earned: number }>(
+    'SELECT lifetime_earned FROM balances WHERE tenant_id = $1 AND user_id = $2 AND currency_id = $3',
+    [tenantId, userId, currencyId],
+  );
+  const lifetime = Number(b.rows[0]?.lifetime_earned ?? 0);
+  if (lifetime === 0) return null;
+  const current = tierFor(own, lifetime);
+  const next =
+    own
+      .filter((t) => t.tier_level > (current?.tier_level ?? 0))
+      .sort((a, z) => a.tier_level - z.tier_level)[0] ?? null;
+  return {
+    tier_id: current?.tier_id ?? null,
+    tier_name: current?.tier_name ?? null,
+    tier_level: current?.tier_level ?? 0,
+    lifetime_points: lifetime,
+    next_tier_name: next?.tier_name ?? null,
+    next_tier_points: next?.min_lifetime_points ?? null,
+    points_to_next: next ? Math.max(0, next.min_lifetime_points - lifetime) : null,
+  };
+}

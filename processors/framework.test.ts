@@ -1,0 +1,421 @@
+/**
+ * The consumer framework (processors/framework.ts) against real components: PGlite and the local
+ * event log. A test processor records one effect row per applied record (no unique key, so a
+ * second application would show as a second row) and turns records into outcomes by their type:
+ * `ok` applies, `skip` does nothing, `poison` is a dead letter.
+ */
+import { LocalEventLog } from '../adapters/eventlog/local';
+import type { EventLog } from '../adapters/eventlog/types';
+import type { Sql } from '../adapters/sql/types';
+import { createLogger } from '../runtime/logger';
+import { Metrics } from '../runtime/metrics';
+import { EVENTS_TOPIC, type EventRecord, type Topic } from '../schemas/topics';
+import { openTestPglite, uniqueName } from '../tests/support/stack';
+import { waitFor } from '../tests/support/wait';
+import {
+  deadLetter,
+  ok,
+  skip,
+  startProcessor,
+  type ApplyResult,
+  type FrameworkOptions,
+  type Processor,
+  type RunningProcessor,
+} from './framework';
+import { readOffsets } from './offsets';
+
+const TOPIC: Topic<EventRecord> = { ...EVENTS_TOPIC, name: 'fw.events', partitions: 2 };
+const PARTITIONS = [0, 1];
+
+interface Call {
+  partition: number;
+  fresh: number[];
+  replayed: number[];
+  nextOffset: number;
+}
+
+type Apply = Processor<EventRecord>['apply'];
+
+describe('consumer framework [local log on PGlite]', () => {
+  let sql: Sql;
+  let log: EventLog;
+  const running: RunningProcessor[] = [];
+  const logLines: string[] = [];
+  let n = 0;
+
+  beforeAll(async () => {
+    sql = await openTestPglite();
+    await sql.exec(
+      'CREATE TABLE fw_effects (group_id text NOT NULL, event_id text NOT NULL, "offset" bigint NOT NULL)',
+    );
+  });
+  beforeEach(async () => {
+    // A fresh prefix per test: its own topic tables, offsets and groups.
+    log = new LocalEventLog(sql, {
+      topicPrefix: `${uniqueName('fw')}.`,
+      pollIntervalMs: 50,
+      retryBackoff: { initialMs: 20, maxMs: 200 },
+      log: (level, message, fields) => logLines.push(`${level} ${message} ${JSON.stringify(fields ?? {})}`),
+    });
+    await log.ensureTopic(TOPIC);
+  });
+  afterEach(async () => {
+    for (const p of running.splice(0)) await p.stop().catch(() => undefined);
+    await log.close();
+  });
+  afterAll(() => sql.close());
+
+  const deps = () => ({ sql, eventLog: log, log: createLogger('silent'), metrics: new Metrics(false) });
+
+  function record(type: 'ok' | 'skip' | 'poison', user = 'u1'): EventRecord {
+    const id = `e${++n}`;
+    return {
+      tenant_id: 't1',
+      event_id: id,
+      type,
+      user_id: user,
+      occurred_at: 1_700_000_000_000 + n,
+      received_at: 1_700_000_000_000 + n,
+      attrs_json: JSON.stringify({ n }),
+      actor_metadata_json: null,
+      subject_json: null,
+    };
+  }
+
+  async function append(records: EventRecord[]) {
+    await log.append(
+      TOPIC,
+      records.map((r) => ({ key: `${r.tenant_id}:${r.user_id}`, value: r })),
+    );
+  }
+
+  /** The default apply: one effect row per fresh ok record, outcomes by type. */
+  function applyByType(group: string): Apply {
+    return async (q, batch) => {
+      const outcomes = [];
+      for (const r of batch.fresh) {
+        if (r.value.type === 'poison') outcomes.push(deadLetter(`poison record ${r.value.event_id}`));
+        else if (r.value.type === 'skip') outcomes.push(skip('nothing to do'));
+        else {
+          await q.query('INSERT INTO fw_effects (group_id, event_id, "offset") VALUES ($1, $2, $3)', [
+            group,
+            r.value.event_id,
+            r.offset,
+          ]);
+          outcomes.push(ok);
+        }
+      }
+      return { outcomes };
+    };
+  }
+
+  /** Starts a processor whose apply is `apply` (default: by type), recording every call. */
+  async function start(
+    group: string,
+    opts: FrameworkOptions & {
+      apply?: Apply;
+      maxBatchSize?: number;
+      resumeFrom?: Processor<EventRecord>['resumeFrom'];
+    } = {},
+  ) {
+    const calls: Call[] = [];
+    const apply = opts.apply ?? applyByType(group);
+    const p: Processor<EventRecord> = {
+      group,
+      topic: TOPIC,
+      maxBatchSize: opts.maxBatchSize,
+      resumeFrom: opts.resumeFrom,
+      async apply(q, batch): Promise<ApplyResult> {
+        calls.push({
+          partition: batch.partition,
+          fresh: batch.fresh.map((r) => r.offset),
+          replayed: batch.replayed.map((r) => r.offset),
+          nextOffset: batch.nextOffset,
+        });
+        return apply(q, batch);
+      },
+    };
+    const r = await startProcessor(deps(), p, opts);
+    running.push(r);
+    return { running: r, calls };
+  }
+
+  async function stored(group: string): Promise<Map<number, number>> {
+    return readOffsets(sql, group, log.physicalName(TOPIC), PARTITIONS);
+  }
+
+  async function ends(): Promise<Map<number, number>> {
+    return log.endOffsets(TOPIC);
+  }
+
+  /** Waits until the group's stored offsets reach the end of every partition. */
+  async function drained(group: string) {
+    await waitFor(
+      async () => {
+        const [s, e] = [await stored(group), await ends()];
+        return PARTITIONS.every((p) => (s.get(p) ?? 0) === (e.get(p) ?? 0));
+      },
+      {
+        what: `group ${group} to reach the end of the log`,
+        describe: async () =>
+          `stored ${JSON.stringify([...(await stored(group))])}, ends ${JSON.stringify([...(await ends())])}\n${logLines.slice(-5).join('\n')}`,
+      },
+    );
+  }
+
+  async function effects(group: string): Promise<Array<{ event_id: string; offset: number }>> {
+    const r = await sql.query<{ event_id: string; offset: string }>(
+      'SELECT event_id, "offset" FROM fw_effects WHERE group_id = $1 ORDER BY event_id',
+      [group],
+    );
+    return r.rows.map((x) => ({ event_id: x.event_id, offset: Number(x.offset) }));
+  }
+
+  async function deadLetters(group: string) {
+    const r = await sql.query<{
+      partition: number;
+      offset: string;
+      key: string;
+      reason: string;
+      payload: string;
+      topic: string;
+    }>(
+      'SELECT topic, partition, "offset", key, reason, payload FROM dead_letters WHERE group_id = $1 ORDER BY partition, "offset"',
+      [group],
+    );
+    return r.rows.map((x) => ({ ...x, offset: Number(x.offset), payload: JSON.parse(x.payload) }));
+  }
+
+  const sortIds = (rs: EventRecord[]) => rs.map((r) => r.event_id).sort();
+
+  it('keeps dead letters with reason and payload, advances offsets, and applies ok records once', async () => {
+    const group = uniqueName('g');
+    const a = [record('ok', 'ann'), record('poison', 'ann'), record('ok', 'ann'), record('skip', 'ann')];
+    const b = [record('poison', 'bob'), record('ok', 'bob'), record('ok', 'bob')];
+    await append([...a, ...b]);
+    const { running: p } = await start(group);
+    await drained(group);
+
+    const okIds = sortIds([...a, ...b].filter((r) => r.type === 'ok'));
+    expect((await effects(group)).map((e) => e.event_id)).toEqual(okIds);
+    const dead = await deadLetters(group);
+    const poison = [...a, ...b].filter((r) => r.type === 'poison');
+    expect(dead).toHaveLength(2);
+    for (const r of poison) {
+      const row = dead.find((d) => d.payload.event_id === r.event_id);
+      expect(row).toMatchObject({
+        topic: log.physicalName(TOPIC),
+        partition: log.partitionFor(TOPIC, `t1:${r.user_id}`),
+        key: `t1:${r.user_id}`,
+        reason: `poison record ${r.event_id}`,
+        payload: r,
+      });
+    }
+    // Offsets: the stored offset of each partition is its end, dead letters included.
+    expect(await stored(group)).toEqual(await ends());
+    expect(p.stoppedBecause()).toBeNull();
+
+    // More records later, then a restart: nothing applied twice, the new ones once.
+    const c = [record('ok', 'ann'), record('poison', 'bob')];
+    await append(c);
+    await drained(group);
+    await p.stop();
+    const again = await start(group);
+    await append([record('ok', 'cid')]);
+    await drained(group);
+    const all = await effects(group);
+    expect(all).toHaveLength(okIds.length + 2);
+    expect(new Set(all.map((e) => e.event_id)).size).toBe(all.length);
+    expect(await deadLetters(group)).toHaveLength(3);
+    expect(again.calls.flatMap((c) => c.replayed)).toEqual([]);
+  });
+
+  it('stops the consumer when dead letters pass the limit, instead of dead-lettering everything', async () => {
+    const group = uniqueName('g');
+    // One partition, one append: the poison run arrives in one batch together with ok records.
+    const before = [record('ok'), record('ok')];
+    const poison = Array.from({ length: 10 }, () => record('poison'));
+    const after = [record('ok'), record('ok')];
+    await append([...before, ...poison, ...after]);
+    const { running: p } = await start(group, { maxDeadLetters: 3 });
+    await waitFor(() => p.stoppedBecause(), { what: 'the processor to stop' });
+    expect(p.stoppedBecause()).toMatch(/dead letters within 60000 ms \(limit 3\)/);
+    await waitFor(() => p.consumer.assignment().length === 0, {
+      what: 'the consumer to leave its partitions',
+    });
+
+    // At most the limit was dead-lettered, and nothing after the poison run was applied.
+    const dead = await deadLetters(group);
+    expect(dead.length).toBeLessThanOrEqual(3);
+    const applied = (await effects(group)).map((e) => e.event_id);
+    expect(applied).not.toEqual(expect.arrayContaining(after.map((r) => r.event_id)));
+    const partition = log.partitionFor(TOPIC, 't1:u1');
+    const end = (await ends()).get(partition)!;
+    expect((await stored(group)).get(partition) ?? 0).toBeLessThan(end);
+
+    // After the fix (here: a processor that applies every record), a restart loses nothing.
+    const fixed = await start(group, {
+      apply: async (q, batch) => {
+        for (const r of batch.fresh)
+          await q.query('INSERT INTO fw_effects (group_id, event_id, "offset") VALUES ($1, $2, $3)', [
+            group,
+            r.value.event_id,
+            r.offset,
+          ]);
+        return { outcomes: batch.fresh.map(() => ok) };
+      },
+    });
+    await drained(group);
+    const final = await effects(group);
+    const deadIds = new Set(dead.map((d) => d.payload.event_id as string));
+    // Every record is either applied exactly once or was dead-lettered before the stop.
+    expect(final.map((e) => e.event_id).sort()).toEqual(
+      sortIds([...before, ...poison, ...after].filter((r) => !deadIds.has(r.event_id))),
+    );
+    expect(fixed.running.stoppedBecause()).toBeNull();
+  });
+
+  it('dead-letters up to the limit one batch at a time, then stops before the next one', async () => {
+    const group = uniqueName('g');
+    const records = [
+      record('ok'),
+      record('poison'),
+      record('poison'),
+      record('ok'),
+      record('poison'),
+      record('poison'),
+      record('ok'),
+    ];
+    await append(records);
+    const { running: p } = await start(group, { maxDeadLetters: 3, maxBatchSize: 1 });
+    await waitFor(() => p.stoppedBecause(), { what: 'the processor to stop' });
+    await waitFor(() => p.consumer.assignment().length === 0, { what: 'the consumer to leave' });
+    // The first three poison records are dead letters; the fourth stopped the consumer unapplied.
+    expect((await deadLetters(group)).map((d) => d.payload.event_id)).toEqual(
+      [records[1], records[2], records[4]].map((r) => r!.event_id),
+    );
+    expect((await effects(group)).map((e) => e.event_id)).toEqual(sortIds([records[0]!, records[3]!]));
+    expect((await stored(group)).get(log.partitionFor(TOPIC, 't1:u1'))).toBe(5);
+  });
+
+  it('forgets dead letters older than the window', async () => {
+    const group = uniqueName('g');
+    const { running: p } = await start(group, { maxDeadLetters: 1, deadLetterWindowMs: 300 });
+    await append([record('poison')]);
+    await drained(group);
+    // Real time, not the injected clock: the window is an operational guard of the process.
+    await new Promise((r) => setTimeout(r, 400));
+    await append([record('poison')]);
+    await drained(group);
+    expect(p.stoppedBecause()).toBeNull();
+    expect(await deadLetters(group)).toHaveLength(2);
+    await append([record('poison')]);
+    await waitFor(() => p.stoppedBecause(), { what: 'two dead letters within 300 ms to stop it' });
+  });
+
+  it('retries a batch whose apply threw, with its effects exactly once', async () => {
+    const group = uniqueName('g');
+    let attempts = 0;
+    const byType = applyByType(group);
+    const { calls } = await start(group, {
+      apply: async (q, batch) => {
+        attempts++;
+        const res = await byType(q, batch);
+        // Effects written, then a failure: the transaction must roll them back.
+        if (attempts === 1) throw new Error('transient failure after writing');
+        return res;
+      },
+    });
+    const records = [record('ok'), record('ok'), record('poison'), record('ok')];
+    await append(records);
+    await drained(group);
+    expect(attempts).toBeGreaterThanOrEqual(2);
+    expect((await effects(group)).map((e) => e.event_id)).toEqual(
+      sortIds(records.filter((r) => r.type === 'ok')),
+    );
+    expect(await deadLetters(group)).toHaveLength(1);
+    // The failed attempt applied nothing, so the retry sees every record as fresh.
+    expect(calls[1]).toMatchObject({ fresh: [0, 1, 2, 3], replayed: [] });
+    expect(logLines.some((l) => l.includes('transient failure after writing'))).toBe(true);
+  });
+
+  it('redelivers a batch whose afterCommit threw as replayed, never as fresh', async () => {
+    const group = uniqueName('g');
+    let first = true;
+    const byType = applyByType(group);
+    const { calls } = await start(group, {
+      apply: async (q, batch) => {
+        const res = await byType(q, batch);
+        return {
+          ...res,
+          afterCommit: async () => {
+            if (first) {
+              first = false;
+              throw new Error('derived index unavailable');
+            }
+          },
+        };
+      },
+    });
+    const records = [record('ok'), record('ok'), record('ok')];
+    await append(records);
+    await drained(group);
+    await waitFor(() => calls.length >= 2, { what: 'the redelivery' });
+    expect(calls[0]).toMatchObject({ fresh: [0, 1, 2], replayed: [] });
+    expect(calls[1]).toMatchObject({ fresh: [], replayed: [0, 1, 2] });
+    expect((await effects(group)).map((e) => e.event_id)).toEqual(sortIds(records));
+  });
+
+  it('passes records below the stored offset as replayed when a processor resumes earlier', async () => {
+    const group = uniqueName('g');
+    const first = [record('ok'), record('ok'), record('ok')];
+    await append(first);
+    const one = await start(group);
+    await drained(group);
+    await one.running.stop();
+
+    // A processor with a derived index resumes from the beginning (like rank-sync's watermark).
+    const resumes: Array<Map<number, number>> = [];
+    const two = await start(group, {
+      resumeFrom: async (partitions, storedOffsets) => {
+        resumes.push(new Map(storedOffsets));
+        return new Map(partitions.map((p) => [p, 0]));
+      },
+    });
+    const later = [record('ok'), record('ok')];
+    await waitFor(() => two.calls.some((c) => c.replayed.length > 0), { what: 'the replay' });
+    await append(later);
+    await drained(group);
+    await waitFor(() => two.calls.flatMap((c) => c.fresh).length === 2, { what: 'the new records' });
+    const partition = log.partitionFor(TOPIC, 't1:u1');
+    expect(resumes[0]!.get(partition)).toBe(3);
+    expect(two.calls.flatMap((c) => c.replayed).sort()).toEqual([0, 1, 2]);
+    expect(two.calls.flatMap((c) => c.fresh).sort()).toEqual([3, 4]);
+    for (const c of two.calls) {
+      for (const o of c.fresh) expect(o).toBeGreaterThanOrEqual(3);
+      for (const o of c.replayed) expect(o).toBeLessThan(3);
+    }
+    expect((await effects(group)).map((e) => e.event_id)).toEqual(sortIds([...first, ...later]));
+    expect((await stored(group)).get(partition)).toBe(5);
+  });
+
+  it('refuses an apply that returns the wrong number of outcomes (and applies nothing)', async () => {
+    const group = uniqueName('g');
+    let calls = 0;
+    await start(group, {
+      apply: async (q, batch) => {
+        calls++;
+        await q.query('INSERT INTO fw_effects (group_id, event_id, "offset") VALUES ($1, $2, $3)', [
+          group,
+          'bogus',
+          0,
+        ]);
+        return { outcomes: batch.fresh.slice(1).map(() => ok) };
+      },
+    });
+    await append([record('ok'), record('ok')]);
+    await waitFor(() => calls >= 2, { what: 'a retry' });
+    expect(await effects(group)).toEqual([]);
+    expect((await stored(group)).get(log.partitionFor(TOPIC, 't1:u1')) ?? 0).toBe(0);
+  });
+});
