@@ -15,6 +15,7 @@ import { operatorRoutes } from './operator/routes';
 import { rewardAdminRoutes, rewardQueryRoutes } from './rewards/admin';
 import { walletAdminRoutes } from './wallet/admin';
 import { walletQueryRoutes } from './wallet/query';
+import { webhookAdminRoutes } from './webhooks/admin';
 
 export function allRoutes(ctx: AppContext): RouteSpec[] {
   const { services, adapters, clock } = ctx;
@@ -41,5 +42,12 @@ export function allRoutes(ctx: AppContext): RouteSpec[] {
     ...rewardAdminRoutes({ sql, clock }),
     ...rewardQueryRoutes({ sql }),
     ...levelRoutes({ sql, clock, wallet: services.wallet }),
+    ...webhookAdminRoutes({
+      sql,
+      clock,
+      store: services.webhooks,
+      config: ctx.config.webhooks,
+      version: ctx.version,
+    }),
   ];
 }

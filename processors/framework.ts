@@ -52,6 +52,12 @@ export interface Processor<T> {
    */
   resumeFrom?(partitions: number[], stored: Map<number, number>): Promise<Map<number, number>>;
   onAssignment?(partitions: number[]): void;
+  /**
+   * Called every `lagIntervalMs` with the partitions this member owns and the offsets applied to
+   * them: upkeep of derived indexes that can lose their state while no record arrives (a Redis
+   * restarted empty). Runs beside batches; a failure is logged and retried at the next tick.
+   */
+  maintain?(partitions: number[], applied: Map<number, number>): Promise<void>;
 }
 
 export interface FrameworkDeps {
@@ -209,7 +215,14 @@ export async function startProcessor<T>(
     },
   );
 
+  let maintaining = false;
   const lagTimer = setInterval(() => {
+    if (p.maintain && !maintaining && !fatal && consumer) {
+      maintaining = true;
+      p.maintain(consumer.assignment(), new Map(stored))
+        .catch((err: unknown) => log.warn({ err: (err as Error).message }, 'maintenance failed; retrying'))
+        .finally(() => (maintaining = false));
+    }
     deps.eventLog
       .endOffsets(p.topic)
       .then((ends) => {

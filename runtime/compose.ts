@@ -62,7 +62,7 @@ export async function openSql(config: Config): Promise<Sql> {
       'LUDUS_DATABASE_URL',
       config.connectTimeoutMs,
       async () => {
-        const sql = new PgSql({ url });
+        const sql = new PgSql({ url, schema: config.databaseSchema ?? undefined });
         try {
           await sql.init();
         } catch (err) {

@@ -111,3 +111,71 @@ describe('loadConfig', () => {
     expect((err as Error).message).toMatch(message);
   });
 });
+
+describe('loadConfig: outbound webhooks', () => {
+  it('defaults to the documented schedule, a 5 s timeout, 30 days of log and private addresses refused', () => {
+    expect(loadConfig({}).webhooks).toEqual({
+      retryScheduleMs: [5, 30, 120, 600, 1800, 3600, 7200, 14400, 28800, 28800].map((s) => s * 1000),
+      allowPrivate: false,
+      timeoutMs: 5000,
+      retentionMs: 30 * 86400000,
+      disableAfterMs: 5 * 86400000,
+      concurrency: 16,
+      pollMs: 500,
+    });
+  });
+
+  it('takes a shorter schedule, fractions of seconds included, and the other settings', () => {
+    const w = loadConfig({
+      LUDUS_WEBHOOK_RETRY_SCHEDULE: '0.5, 1,2.25',
+      LUDUS_WEBHOOK_ALLOW_PRIVATE: 'true',
+      LUDUS_WEBHOOK_TIMEOUT_MS: '1000',
+      LUDUS_WEBHOOK_RETENTION_DAYS: '7',
+      LUDUS_WEBHOOK_DISABLE_AFTER_SECONDS: '0',
+      LUDUS_WEBHOOK_CONCURRENCY: '4',
+      LUDUS_WEBHOOK_POLL_MS: '50',
+    }).webhooks;
+    expect(w).toEqual({
+      retryScheduleMs: [500, 1000, 2250],
+      allowPrivate: true,
+      timeoutMs: 1000,
+      retentionMs: 7 * 86400000,
+      disableAfterMs: 0,
+      concurrency: 4,
+      pollMs: 50,
+    });
+  });
+
+  const bad: Array<[string, Record<string, string>, RegExp]> = [
+    [
+      'a word in the schedule',
+      { LUDUS_WEBHOOK_RETRY_SCHEDULE: '5,soon' },
+      /^LUDUS_WEBHOOK_RETRY_SCHEDULE: must be/,
+    ],
+    ['a negative delay', { LUDUS_WEBHOOK_RETRY_SCHEDULE: '-5' }, /^LUDUS_WEBHOOK_RETRY_SCHEDULE:/],
+    ['an empty entry', { LUDUS_WEBHOOK_RETRY_SCHEDULE: '5,,10' }, /^LUDUS_WEBHOOK_RETRY_SCHEDULE:/],
+    ['a delay over 7 days', { LUDUS_WEBHOOK_RETRY_SCHEDULE: '604801' }, /^LUDUS_WEBHOOK_RETRY_SCHEDULE:/],
+    [
+      'more than 50 delays',
+      { LUDUS_WEBHOOK_RETRY_SCHEDULE: Array(51).fill('1').join(',') },
+      /^LUDUS_WEBHOOK_RETRY_SCHEDULE:/,
+    ],
+    [
+      'a yes',
+      { LUDUS_WEBHOOK_ALLOW_PRIVATE: 'yes' },
+      /^LUDUS_WEBHOOK_ALLOW_PRIVATE: must be one of true, false/,
+    ],
+    ['a tiny timeout', { LUDUS_WEBHOOK_TIMEOUT_MS: '5' }, /^LUDUS_WEBHOOK_TIMEOUT_MS: must be an integer/],
+    ['no retention', { LUDUS_WEBHOOK_RETENTION_DAYS: '0' }, /^LUDUS_WEBHOOK_RETENTION_DAYS:/],
+    ['zero concurrency', { LUDUS_WEBHOOK_CONCURRENCY: '0' }, /^LUDUS_WEBHOOK_CONCURRENCY:/],
+    [
+      'a fractional disable time',
+      { LUDUS_WEBHOOK_DISABLE_AFTER_SECONDS: '1.5' },
+      /^LUDUS_WEBHOOK_DISABLE_AFTER_SECONDS:/,
+    ],
+  ];
+  it.each(bad)('rejects %s with an error naming the variable', (_what, env, message) => {
+    expect(() => loadConfig(env)).toThrow(ConfigError);
+    expect(() => loadConfig(env)).toThrow(message);
+  });
+});

@@ -26,6 +26,8 @@ export interface Config {
     rateLimiter: 'memory' | 'redis';
   };
   databaseUrl: string | null;
+  /** Postgres schema to work in (created when missing); null: the connection's default (public). */
+  databaseSchema: string | null;
   kafka: { brokers: string[]; schemaRegistryUrl: string | null; topicPrefix: string; clientId: string };
   redis: { url: string | null; prefix: string };
   clickhouse: { url: string | null; database: string; username: string; password: string };
@@ -261,6 +263,7 @@ export function loadConfig(env: Env = process.env): Config {
     ),
     adapters,
     databaseUrl,
+    databaseSchema: schemaName(opt('LUDUS_DATABASE_SCHEMA')),
     kafka: { brokers, schemaRegistryUrl, topicPrefix, clientId: str('LUDUS_KAFKA_CLIENT_ID', 'ludus') },
     redis: { url: redisUrl, prefix: str('LUDUS_REDIS_PREFIX', 'ludus:') },
     clickhouse: {
@@ -322,5 +325,15 @@ function secretKey(raw: string | null, distributed: boolean): Buffer | null {
 function rootKey(raw: string | null): string | null {
   if (raw !== null && raw.length < 32)
     throw new ConfigError('LUDUS_ROOT_KEY', 'must be at least 32 characters');
+  return raw;
+}
+
+function schemaName(raw: string | null): string | null {
+  if (raw !== null && !/^[a-z_][a-z0-9_]{0,62}$/.test(raw)) {
+    throw new ConfigError(
+      'LUDUS_DATABASE_SCHEMA',
+      `must be lowercase letters, digits and underscores (got "${raw}")`,
+    );
+  }
   return raw;
 }

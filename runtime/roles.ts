@@ -8,8 +8,11 @@ import { LeaderboardQueries } from '../core/leaderboards/queries';
 import { buildIngestGateway } from '../ingest/gateway';
 import { allRoutes } from '../api/routes';
 import { startAnalyticsSink } from '../processors/analytics-sink/sink';
+import { startLedgerExport } from '../processors/analytics-sink/ledger-export';
 import { Scheduler } from '../scheduler/scheduler';
 import { closeWindowsJob, purgeDedupeJob } from '../scheduler/jobs';
+import { Dispatcher } from '../dispatcher/dispatcher';
+import { webhookRetentionJob } from '../dispatcher/retention';
 import { startProcessor } from '../processors/framework';
 import { pipelineProcessor } from '../processors/pipeline/pipeline';
 import { EVENTS_TOPIC } from '../schemas/topics';
@@ -91,18 +94,37 @@ export async function startRoles(ctx: AppContext, roles: Role[] = ctx.config.rol
     }
     if (roles.includes('analytics')) {
       consumers.push(await startAnalyticsSink({ ...ctx.adapters, log, metrics: ctx.metrics }));
+      consumers.push(startLedgerExport({ ...ctx.adapters, log }));
     }
     if (roles.includes('scheduler')) {
       const closing = { ...closingDeps(ctx), log };
       const scheduler = new Scheduler(
         { sql: ctx.adapters.sql, clock: ctx.clock, log },
-        [closeWindowsJob(closing), purgeDedupeJob(closing, config.dedupeWindowMs)],
+        [
+          closeWindowsJob(closing),
+          purgeDedupeJob(closing, config.dedupeWindowMs),
+          webhookRetentionJob({ sql: ctx.adapters.sql, log }, config.webhooks.retentionMs),
+        ],
         config.schedulerIntervalMs,
       );
       scheduler.start();
       schedulers.push(scheduler);
     }
-    // dispatcher: webhook delivery registers here with issue 6; the role is accepted now.
+    if (roles.includes('dispatcher')) {
+      const dispatcher = new Dispatcher(
+        {
+          sql: ctx.adapters.sql,
+          clock: ctx.clock,
+          log,
+          store: ctx.services.webhooks,
+          metrics: ctx.metrics,
+          version: ctx.version,
+        },
+        config.webhooks,
+      );
+      dispatcher.start();
+      consumers.push(dispatcher);
+    }
   } catch (err) {
     await stop().catch(() => undefined);
     throw err;

@@ -11,6 +11,7 @@ import { levelHook } from '../core/levels/levels';
 import { Granter } from '../core/rewards/grant';
 import { tierHook } from '../core/wallet/tiers';
 import { Wallet } from '../core/wallet/wallet';
+import { WebhookStore } from '../core/webhooks/store';
 import { closeQuietly, connect, redact, type Adapters } from './compose';
 import type { Config } from './config';
 
@@ -22,6 +23,8 @@ export interface Services {
   wallet: Wallet;
   /** The one reward-granting service. */
   granter: Granter;
+  /** Webhook endpoints (secrets encrypted with the server key) and their delivery log. */
+  webhooks: WebhookStore;
 }
 
 export async function openRateLimiter(config: Config): Promise<RateLimiter> {
@@ -48,7 +51,8 @@ export function buildServices(
   keys: { secretKey: Buffer; rootKey: string | null },
   rateLimiter: RateLimiter,
 ): Services {
-  const tenants = new TenantStore(adapters.sql, new SecretBox(keys.secretKey), clock);
+  const box = new SecretBox(keys.secretKey);
+  const tenants = new TenantStore(adapters.sql, box, clock);
   const auth = new Authenticator({
     tenants,
     clock,
@@ -60,5 +64,6 @@ export function buildServices(
   const granter = new Granter(wallet);
   wallet.onLifetimeChange(tierHook);
   wallet.onLifetimeChange(levelHook(granter));
-  return { tenants, auth, rateLimiter, wallet, granter };
+  const webhooks = new WebhookStore(adapters.sql, box, clock);
+  return { tenants, auth, rateLimiter, wallet, granter, webhooks };
 }

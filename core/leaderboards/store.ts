@@ -305,12 +305,19 @@ export async function upsertScores(q: Queryable, rows: ScoreRow[]): Promise<void
   );
 }
 
-/** Scores of open windows whose users live on one log partition (rank-index rebuild). */
+/**
+ * The condition that keeps a score `s` of board `b` in the rank index: at least the board's
+ * `ranking.min_score`, when it has one (the pipeline drops entries under it from the index).
+ */
+export const RANKED_SCORE_SQL = `s.score >= COALESCE((b.config->'ranking'->>'min_score')::float8, '-Infinity'::float8)`;
+
+/** Ranked scores of open windows whose users live on one log partition (rank-index rebuild). */
 export async function openScoresOfPartition(q: Queryable, partition: number): Promise<ScoreRow[]> {
   const r = await q.query<ScoreRow>(
     `SELECT s.* FROM leaderboard_scores s
      JOIN leaderboard_windows w ON w.tenant_id = s.tenant_id AND w.leaderboard_id = s.leaderboard_id AND w.window_key = s.window_key
-     WHERE s.partition = $1 AND w.status = 'open'`,
+     JOIN leaderboards b ON b.tenant_id = s.tenant_id AND b.id = s.leaderboard_id
+     WHERE s.partition = $1 AND w.status = 'open' AND ${RANKED_SCORE_SQL}`,
     [partition],
   );
   return r.rows.map(normalizeScore);

@@ -44,6 +44,7 @@ export function pipelineProcessor(deps: PipelineDeps): Processor<EventRecord> {
     topic: EVENTS_TOPIC,
     maxBatchSize: 1000,
     resumeFrom: (partitions, stored) => rankSync.resumeFrom(partitions, stored),
+    maintain: (partitions, applied) => rankSync.repair(partitions, applied),
     async apply(q, batch) {
       const fresh = await dedupe(q, batch.fresh);
       const outcomes: Outcome[] = batch.fresh.map(() => skip('duplicate event_id'));
@@ -72,7 +73,7 @@ export function pipelineProcessor(deps: PipelineDeps): Processor<EventRecord> {
 
       // Replayed records were applied by an earlier transaction whose index update may be missing.
       const replayedUsers = uniqueUsers(batch.replayed.map((r) => r.value));
-      const resync = await openScoresOfUsers(q, replayedUsers);
+      const resync = await openScoresOfUsers(q, replayedUsers, scored.configs);
       const rows = [...resync, ...scored.rows];
       const first = batch.fresh[0]?.offset ?? batch.replayed[0]?.offset ?? 0;
       return {
@@ -103,7 +104,7 @@ async function dedupe(q: Queryable, records: LogRecord<EventRecord>[]): Promise<
   const out: number[] = [];
   records.forEach((x, i) => {
     const k = `${x.value.tenant_id}\u0000${x.value.event_id}`;
-    if (firstTime.delete(k) || true) out.push(i);
+    if (firstTime.delete(k)) out.push(i);
   });
   return out;
 }

@@ -11,6 +11,7 @@
  *   persistence, or a fresh in-memory index at start): rebuild the partition from SQL.
  */
 import type { RankIndex, RankUpdate } from '../../adapters/ranks/types';
+import { Mutex } from '../../adapters/sql/mutex';
 import type { Queryable, Sql } from '../../adapters/sql/types';
 import type { LeaderboardConfig } from '../../core/leaderboards/definition';
 import { openScoresOfPartition, type ScoreRow } from '../../core/leaderboards/store';
@@ -27,25 +28,55 @@ export function toUpdate(s: ScoreRow): RankUpdate {
 }
 
 export class RankSync {
+  /**
+   * One writer per partition at a time: a batch's push, a rebuild at assignment and a repair
+   * (which runs beside batches) never interleave, so a rebuild never writes scores older than
+   * what a push already wrote.
+   */
+  private readonly locks = new Map<number, Mutex>();
+
   constructor(
     private readonly deps: { ranks: RankIndex; sql: Sql; log: Logger },
     readonly stream: string,
   ) {}
+
+  private locked<T>(partition: number, fn: () => Promise<T>): Promise<T> {
+    let m = this.locks.get(partition);
+    if (!m) this.locks.set(partition, (m = new Mutex()));
+    return m.run(fn);
+  }
 
   /** Where the log should resume for each partition, rebuilding partitions whose index state is lost. */
   async resumeFrom(partitions: number[], stored: Map<number, number>): Promise<Map<number, number>> {
     const out = new Map<number, number>();
     for (const p of partitions) {
       const sqlOffset = stored.get(p) ?? 0;
-      const wm = await this.deps.ranks.watermark(this.stream, p);
-      if (wm === null && sqlOffset > 0) {
-        await this.rebuild(p, sqlOffset);
-        out.set(p, sqlOffset);
-      } else {
-        out.set(p, Math.min(sqlOffset, wm ?? 0));
-      }
+      await this.locked(p, async () => {
+        const wm = await this.deps.ranks.watermark(this.stream, p);
+        if (wm === null && sqlOffset > 0) {
+          await this.rebuild(p, sqlOffset);
+          out.set(p, sqlOffset);
+        } else {
+          out.set(p, Math.min(sqlOffset, wm ?? 0));
+        }
+      });
     }
     return out;
+  }
+
+  /**
+   * Rebuilds owned partitions whose index state was lost while no batch came to notice it (Redis
+   * restarted without persistence): without this, their users would be missing from the standings
+   * until their next event. `applied`: the SQL offsets of the partitions.
+   */
+  async repair(partitions: number[], applied: Map<number, number>): Promise<void> {
+    for (const p of partitions) {
+      const sqlOffset = applied.get(p) ?? 0;
+      if (sqlOffset === 0) continue;
+      await this.locked(p, async () => {
+        if ((await this.deps.ranks.watermark(this.stream, p)) === null) await this.rebuild(p, sqlOffset);
+      });
+    }
   }
 
   /** Before applying a batch: when the index lost this partition's state, rebuild it first. */
@@ -83,6 +114,16 @@ export class RankSync {
     nextOffset: number,
     firstOffset: number,
   ): Promise<void> {
+    await this.locked(partition, () => this.pushLocked(rows, configs, partition, nextOffset, firstOffset));
+  }
+
+  private async pushLocked(
+    rows: ScoreRow[],
+    configs: Map<string, LeaderboardConfig>,
+    partition: number,
+    nextOffset: number,
+    firstOffset: number,
+  ): Promise<void> {
     if (await this.needsRebuild(partition, firstOffset)) {
       await this.rebuild(partition, nextOffset);
       return;
@@ -101,25 +142,35 @@ export class RankSync {
   }
 }
 
-/** Open-window scores of some users (resync of replayed records; independent of current configs). */
+/**
+ * Open-window scores of some users (resync of replayed records). The configs of their boards go
+ * into `configs` (when missing), so that `push` drops the entries under a board's min_score.
+ */
 export async function openScoresOfUsers(
   q: Queryable,
   users: Array<{ tenant_id: string; user_id: string }>,
+  configs: Map<string, LeaderboardConfig>,
 ): Promise<ScoreRow[]> {
   if (users.length === 0) return [];
-  const r = await q.query<ScoreRow>(
-    `SELECT s.* FROM leaderboard_scores s
+  const r = await q.query<ScoreRow & { board_config: LeaderboardConfig | string }>(
+    `SELECT s.*, b.config AS board_config FROM leaderboard_scores s
      JOIN unnest($1::text[], $2::text[]) AS u(t, uid) ON s.tenant_id = u.t AND s.user_id = u.uid
      JOIN leaderboard_windows w ON w.tenant_id = s.tenant_id AND w.leaderboard_id = s.leaderboard_id AND w.window_key = s.window_key
+     JOIN leaderboards b ON b.tenant_id = s.tenant_id AND b.id = s.leaderboard_id
      WHERE w.status = 'open'`,
     [users.map((u) => u.tenant_id), users.map((u) => u.user_id)],
   );
-  return r.rows.map((x) => ({
-    ...x,
-    score: Number(x.score),
-    total: Number(x.total),
-    n: Number(x.n),
-    tiebreak: Number(x.tiebreak),
-    partition: Number(x.partition),
-  }));
+  return r.rows.map(({ board_config, ...x }) => {
+    const k = `${x.tenant_id}\u0000${x.leaderboard_id}`;
+    if (!configs.has(k))
+      configs.set(k, typeof board_config === 'string' ? JSON.parse(board_config) : board_config);
+    return {
+      ...x,
+      score: Number(x.score),
+      total: Number(x.total),
+      n: Number(x.n),
+      tiebreak: Number(x.tiebreak),
+      partition: Number(x.partition),
+    };
+  });
 }

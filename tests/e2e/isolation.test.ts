@@ -33,7 +33,9 @@ describe('tenant isolation across every admin and query route', () => {
   const canary = `canary-${Date.now()}`;
 
   beforeAll(async () => {
-    app = await startTestApp('embedded');
+    app = await startTestApp('embedded', {
+      env: { LUDUS_RATE_LIMIT_ADMIN: 'off', LUDUS_RATE_LIMIT_QUERY: 'off' },
+    });
     routes = allRoutes(app.ctx).filter((r) => r.gateway !== 'ingest');
     a = await createTenant(app, canary);
     b = await createTenant(app);
@@ -127,6 +129,13 @@ describe('tenant isolation across every admin and query route', () => {
       })
     ).level_system_id;
     ids.level_number = '2';
+    // A webhook endpoint of A (no dispatcher runs here, so nothing is sent to it).
+    const hook = await admin('/v1/webhooks', {
+      url: 'https://hooks.example.com/a',
+      event_types: ['*'],
+      description: canary,
+    });
+    ids.webhook_id = hook.id;
   }
   afterAll(() => app.stop());
 

@@ -710,3 +710,34 @@ describe.each(SHAPES)('wallet and rewards [%s]', (shape) => {
     expect((await query('/v1/levels/level/99')).status).toBe(404);
   });
 });
+
+describe('ledger history in the analytics store [distributed]', () => {
+  it('copies every ledger row to ClickHouse, once, for operators', async () => {
+    const app = await startTestApp('distributed', { roles: 'ingest,api,processors,analytics' });
+    try {
+      const t = await createTenant(app);
+      const key = (await createKey(app, [t.id])).key;
+      const admin = (path: string, body: unknown) =>
+        call('POST', `${app.url.admin}${path}?tenant_id=${t.id}`, { headers: { 'x-api-key': key }, body });
+      await admin('/v1/wallet/currencies', {
+        id: 'gold',
+        name: 'Gold',
+        is_spendable: true,
+        decimal_places: 0,
+      });
+      for (let i = 0; i < 5; i++)
+        await admin('/v1/wallet/grant', { user_id: `u${i % 2}`, currency_id: 'gold', amount: 10 + i });
+      await admin('/v1/wallet/deduct', { user_id: 'u0', currency_id: 'gold', amount: 3 });
+      expect(app.ctx.adapters.analytics.kind).toBe('clickhouse');
+      await waitFor(
+        async () => {
+          const totals = await app.ctx.adapters.analytics.transactionTotals(t.id, 'gold');
+          return totals.get('u0') === 10 + 12 + 14 - 3 && totals.get('u1') === 11 + 13;
+        },
+        { what: 'ledger totals in ClickHouse', timeoutMs: 15000 },
+      );
+    } finally {
+      await app.stop();
+    }
+  });
+});

@@ -30,6 +30,8 @@ export function shapeEnv(shape: Shape): Record<string, string> {
   return {
     LUDUS_SHAPE: 'distributed',
     LUDUS_DATABASE_URL: stack.pgUrl,
+    // A schema of its own: offsets, the scheduler lease and windows never mix between test apps.
+    LUDUS_DATABASE_SCHEMA: uniqueName('app'),
     LUDUS_KAFKA_BROKERS: stack.kafkaBrokers.join(','),
     LUDUS_SCHEMA_REGISTRY_URL: stack.schemaRegistryUrl,
     LUDUS_REDIS_URL: stack.redisUrl,
@@ -79,8 +81,22 @@ export async function startTestApp(
       await running!.stop();
       await app!.close();
       rmSync(dir, { recursive: true, force: true });
+      if (config.databaseSchema) await dropSchema(config.databaseSchema);
     },
   };
+}
+
+/** Drops a test app's Postgres schema (best effort: another process may still use it briefly). */
+async function dropSchema(schema: string): Promise<void> {
+  const { PgSql } = await import('../../adapters/sql/pg');
+  const sql = new PgSql({ url: stack.pgUrl, max: 1 });
+  try {
+    await sql.exec(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+  } catch {
+    /* left for the next run's cleanup */
+  } finally {
+    await sql.close();
+  }
 }
 
 /** A JSON request; returns status, headers and parsed body. */

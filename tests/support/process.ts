@@ -6,7 +6,11 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 
 const ROOT = join(__dirname, '..', '..');
-const TSX = join(ROOT, 'node_modules', '.bin', 'tsx');
+/**
+ * Node itself with tsx's loader, not the `tsx` wrapper: the wrapper runs the program in a child
+ * process, so a SIGKILL sent to it would leave the real process running.
+ */
+const NODE_ARGS = ['--import', 'tsx'];
 
 /** A clean environment: only what the child needs, plus the given LUDUS_* settings. */
 export function childEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
@@ -27,7 +31,7 @@ export interface Spawned {
 }
 
 export function spawnCli(args: string[], env: NodeJS.ProcessEnv): Spawned {
-  const child = spawn(TSX, [join(ROOT, 'runtime', 'cli.ts'), ...args], {
+  const child = spawn(process.execPath, [...NODE_ARGS, join(ROOT, 'runtime', 'cli.ts'), ...args], {
     cwd: ROOT,
     env,
     stdio: ['ignore', 'pipe', 'pipe'],
