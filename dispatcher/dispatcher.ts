@@ -70,19 +70,25 @@ export class Dispatcher {
       keepAlive: true,
     });
     if (deps.metrics) {
-      const registers = [deps.metrics.registry];
-      this.attempts = new Counter({
-        name: 'ludus_webhook_attempts_total',
-        help: 'Webhook delivery attempts, by outcome (succeeded, retry, dead)',
-        labelNames: ['outcome'],
-        registers,
-      });
-      this.seconds = new Histogram({
-        name: 'ludus_webhook_attempt_seconds',
-        help: 'Duration of webhook delivery attempts',
-        buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
-        registers,
-      });
+      const registry = deps.metrics.registry;
+      const registers = [registry];
+      // One registry per process; a second dispatcher on it (tests) shares the metrics.
+      this.attempts =
+        (registry.getSingleMetric('ludus_webhook_attempts_total') as Counter<'outcome'> | undefined) ??
+        new Counter({
+          name: 'ludus_webhook_attempts_total',
+          help: 'Webhook delivery attempts, by outcome (succeeded, retry, dead, failed)',
+          labelNames: ['outcome'],
+          registers,
+        });
+      this.seconds =
+        (registry.getSingleMetric('ludus_webhook_attempt_seconds') as Histogram<string> | undefined) ??
+        new Histogram({
+          name: 'ludus_webhook_attempt_seconds',
+          help: 'Duration of webhook delivery attempts',
+          buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+          registers,
+        });
     }
   }
 
