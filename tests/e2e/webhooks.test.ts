@@ -609,6 +609,28 @@ describe.each(SHAPES)('webhooks [%s]', (shape) => {
     ).toBe(true);
   });
 
+  it("never lets one endpoint's failures hold up another's", async () => {
+    const { tenant, admin } = await tenantOf(app);
+    const stuck = path('stuck');
+    const fine = path('fine');
+    await register(
+      admin,
+      rx.on(stuck, () => 'hang'),
+    );
+    await register(
+      admin,
+      rx.on(fine, () => 200),
+    );
+    const t0 = Date.now();
+    for (let i = 1; i <= 5; i++) {
+      await emit(sql(), tenant.id, 'currency.earned', currencyEarned(tenant.id, i), `indep-${i}`);
+    }
+    await waitFor(() => rx.at(fine).length === 5, { what: 'the healthy endpoint to get all five' });
+    // All five arrived while the stuck endpoint was still waiting out its first timeout (1 s).
+    expect(Date.now() - t0).toBeLessThan(1000);
+    expect(rx.at(stuck).length).toBeLessThanOrEqual(1);
+  });
+
   it('redelivers any past delivery with its id, and filters and pages the delivery log', async () => {
     const { tenant, admin } = await tenantOf(app);
     const p = path('log');

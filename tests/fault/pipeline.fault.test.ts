@@ -334,7 +334,8 @@ describe('pipeline survives a processor SIGKILL, a Kafka restart and a Redis res
       await waitFor(
         async () => {
           const r = await sql.query<{ n: number }>(
-            'SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1 AND xact_start IS NOT NULL',
+            // A transaction that has written (an xid): a batch under way, not a scheduler tick.
+            'SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1 AND backend_xid IS NOT NULL',
             [APP_NAME],
           );
           if ((r.rows[0]?.n ?? 0) > 0) how = 'mid-batch';
@@ -344,6 +345,17 @@ describe('pipeline survives a processor SIGKILL, a Kafka restart and a Redis res
       );
       processors.child.kill('SIGKILL');
       await processors.exited;
+      // The process is really gone (not a wrapper): Postgres saw its sessions end.
+      await waitFor(
+        async () => {
+          const r = await sql.query<{ n: number }>(
+            'SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1',
+            [APP_NAME],
+          );
+          return r.rows[0]?.n === 0;
+        },
+        { what: "the killed processor's sessions to end" },
+      );
       mark(`processors killed ${how} (${sent} events sent)`);
       processors = await startProcessors();
       mark('processors restarted');
