@@ -345,6 +345,78 @@ describe.each(SHAPES)('wallet and rewards [%s]', (shape) => {
     clock.set(T0);
   });
 
+  it('reads, updates and deletes earning rules and tiers under every path form, with errors for bad input', async () => {
+    const forms = (suffix: string) => [
+      `${app.url.admin}/v1/tenants/${tenant.id}/wallet${suffix}`,
+      `${app.url.admin}/v1/tenants/wallet${suffix}?tenant_id=${tenant.id}`,
+      `${app.url.admin}/v1/wallet${suffix}?tenant_id=${tenant.id}`,
+    ];
+    const h = { 'x-api-key': key };
+    const rule = (
+      await call('POST', forms('/earning-rules')[0]!, {
+        headers: h,
+        body: {
+          name: 'r',
+          currency_id: 'coins',
+          event_type: 'crud',
+          calculation: { type: 'fixed', amount: 2 },
+        },
+      })
+    ).body;
+    expect(rule).toMatchObject({ name: 'r', priority: 0, active: true, max_per_day: null });
+    for (const url of forms(`/earning-rules/${rule.rule_id}`)) {
+      expect((await call('GET', url, { headers: h })).body.rule_id).toBe(rule.rule_id);
+    }
+    const upd = await call('PUT', forms(`/earning-rules/${rule.rule_id}`)[1]!, {
+      headers: h,
+      body: { max_per_day: 7, active: false },
+    });
+    expect(upd.body).toMatchObject({
+      max_per_day: 7,
+      active: false,
+      calculation: { type: 'fixed', amount: 2 },
+    });
+    for (const [body, message] of [
+      [{ priority: 'high' }, /body\.priority must be an integer/],
+      [{ calculation: { type: 'per_unit', points: 1, per: 0, field: 'x' } }, /body\.calculation/],
+      [{ currency_id: 'nope' }, /currency nope does not exist/],
+      [{}, /must NOT have fewer than 1 properties/],
+    ] as const) {
+      const r = await call('PUT', forms(`/earning-rules/${rule.rule_id}`)[2]!, { headers: h, body });
+      expect([r.status, r.body.error.message]).toEqual([400, expect.stringMatching(message)]);
+    }
+    const list = await call('GET', forms('/earning-rules')[2]!, { headers: h });
+    expect(list.body.earning_rules.map((r: { rule_id: string }) => r.rule_id)).toContain(rule.rule_id);
+    expect((await call('DELETE', forms(`/earning-rules/${rule.rule_id}`)[0]!, { headers: h })).status).toBe(
+      200,
+    );
+    expect((await call('GET', forms(`/earning-rules/${rule.rule_id}`)[0]!, { headers: h })).status).toBe(404);
+
+    const tier = (
+      await call('POST', forms('/tiers')[2]!, {
+        headers: h,
+        body: { tier_name: 'T', tier_level: 50, min_lifetime_points: 5000, currency_id: 'coins' },
+      })
+    ).body;
+    for (const url of forms(`/tiers/${tier.tier_id}`))
+      expect((await call('GET', url, { headers: h })).body.tier_name).toBe('T');
+    expect(
+      (
+        await call('PUT', forms(`/tiers/${tier.tier_id}`)[0]!, {
+          headers: h,
+          body: { tier_name: 'Titan', benefits: { vip: true } },
+        })
+      ).body,
+    ).toMatchObject({ tier_name: 'Titan', benefits: { vip: true } });
+    expect(
+      (await call('PUT', forms(`/tiers/${tier.tier_id}`)[0]!, { headers: h, body: { badge_color: 'blue' } }))
+        .status,
+    ).toBe(400);
+    expect((await call('DELETE', forms(`/tiers/${tier.tier_id}`)[1]!, { headers: h })).status).toBe(200);
+    expect((await call('GET', forms(`/tiers/${tier.tier_id}`)[1]!, { headers: h })).status).toBe(404);
+    expect((await call('DELETE', forms('/currencies/nope')[1]!, { headers: h })).status).toBe(404);
+  });
+
   it('moves loyalty tiers on lifetime earnings and reports the tier view', async () => {
     for (const [name, level, min] of [
       ['Bronze', 1, 10],
