@@ -399,6 +399,36 @@ describe('consumer framework [local log on PGlite]', () => {
     expect((await stored(group)).get(partition)).toBe(5);
   });
 
+  it('calls maintain with the owned partitions and their applied offsets, and survives its failures', async () => {
+    const group = uniqueName('g');
+    const seen: Array<{ partitions: number[]; applied: Array<[number, number]> }> = [];
+    let failures = 0;
+    const p: Processor<EventRecord> = {
+      group,
+      topic: TOPIC,
+      apply: applyByType(group),
+      async maintain(partitions, applied) {
+        seen.push({ partitions, applied: [...applied].sort((a, b) => a[0] - b[0]) });
+        if (failures++ < 2) throw new Error('index unavailable');
+      },
+    };
+    const r = await startProcessor(deps(), p, { lagIntervalMs: 30 });
+    running.push(r);
+    await append([record('ok', 'ann'), record('ok', 'bob'), record('ok', 'ann')]);
+    await drained(group);
+    const want = [...(await stored(group))].sort((a, b) => a[0] - b[0]);
+    await waitFor(() => seen.some((c) => JSON.stringify(c.applied) === JSON.stringify(want)), {
+      what: 'maintain with the applied offsets',
+      describe: () => JSON.stringify(seen.slice(-3)),
+    });
+    expect(seen.every((c) => JSON.stringify(c.partitions) === JSON.stringify(PARTITIONS))).toBe(true);
+    await waitFor(() => failures > 2, { what: 'maintain to be called again after it failed' });
+    expect(r.stoppedBecause()).toBeNull();
+    await append([record('ok', 'cid')]);
+    await drained(group);
+    expect(await effects(group)).toHaveLength(4);
+  });
+
   it('refuses an apply that returns the wrong number of outcomes (and applies nothing)', async () => {
     const group = uniqueName('g');
     let calls = 0;

@@ -126,6 +126,21 @@ class PrivateRedis {
   }
 }
 
+/** Whether something accepts TCP connections at host:port. */
+function portOpen(hostPort: string): Promise<boolean> {
+  const i = hostPort.lastIndexOf(':');
+  return new Promise((resolve) => {
+    const socket = connect(Number(hostPort.slice(i + 1)), hostPort.slice(0, i));
+    const done = (open: boolean) => {
+      socket.destroy();
+      resolve(open);
+    };
+    socket.setTimeout(1000, () => done(false));
+    socket.on('connect', () => done(true));
+    socket.on('error', () => done(false));
+  });
+}
+
 function opsStack(...args: string[]): Promise<void> {
   return new Promise((resolve, reject) => {
     execFile('bash', [OPS_STACK, ...args], { timeout: 180_000 }, (err, _stdout, stderr) =>
@@ -364,6 +379,8 @@ describe('pipeline survives a processor SIGKILL, a Kafka restart and a Redis res
       allowed = 1300;
       await reached(850);
       await opsStack('down', 'kafka');
+      // Really down (ops/stack leaves a broker it did not start running).
+      expect(await portOpen(stack.kafkaBrokers[0]!)).toBe(false);
       mark(`kafka down (${sent} events sent)`);
       await opsStack('up', 'kafka');
       mark('kafka up');
