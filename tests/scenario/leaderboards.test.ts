@@ -163,6 +163,52 @@ describe.each(SHAPES)('leaderboards [%s]', (shape) => {
     ]);
   });
 
+  it('applies rule conditions, the first matching rule, scope filters and min_score', async () => {
+    await board('filtered', {
+      timeframe: { type: 'all_time' },
+      scoring: {
+        rules: [
+          {
+            event_type: 'match',
+            conditions: { 'attrs.mode': { eq: 'ranked' }, 'attrs.kills': { gte: 1 } },
+            points_expression: 'attrs.kills * 3',
+          },
+          {
+            event_type: 'match',
+            conditions: { 'attrs.mode': { in: ['casual', 'arcade'] } },
+            points_expression: 'abs(min(attrs.kills, 2))',
+          },
+        ],
+        aggregation: 'sum',
+      },
+      scope: {
+        filters: [
+          { field: 'attrs.region', op: 'ne', value: 'cn' },
+          { field: 'subject.type', op: 'eq', value: 'arena' },
+        ],
+      },
+      ranking: { min_score: 2 },
+    });
+    const withSubject = (e: ReturnType<typeof ev>, region: string) => ({
+      ...e,
+      subject: { type: 'arena', id: 'a1' },
+      attrs: { ...e.attrs, region },
+    });
+    await send([
+      withSubject(ev('fa', T0 - 900, { mode: 'ranked', kills: 4 }), 'eu'), // 12
+      withSubject(ev('fb', T0 - 800, { mode: 'casual', kills: 9 }), 'eu'), // min(9,2) = 2
+      withSubject(ev('fc', T0 - 700, { mode: 'ranked', kills: 0 }), 'eu'), // no rule matches (kills < 1)
+      withSubject(ev('fd', T0 - 600, { mode: 'ranked', kills: 5 }), 'cn'), // outside the scope
+      { ...ev('fe', T0 - 500, { mode: 'ranked', kills: 5, region: 'eu' }), subject: { type: 'lobby' } }, // outside the scope
+      withSubject(ev('ff', T0 - 400, { mode: 'arcade', kills: 1 }), 'us'), // 1: below min_score, not ranked
+    ]);
+    await expectStandings('filtered', 'all_time', [
+      ['fa', 12, 1],
+      ['fb', 2, 2],
+    ]);
+    expect((await query('/v1/leaderboards/filtered/rank/ff')).body.found).toBe(false);
+  });
+
   it('ranks ties by policy: unique (who got there first), shared and dense', async () => {
     const scoring = { rules: [{ event_type: 'match', points_expression: 'attrs.p' }], aggregation: 'sum' };
     for (const policy of ['unique', 'shared', 'dense']) {
