@@ -110,7 +110,12 @@ export class ScoringStep {
     });
     if (contributions.length === 0) return { effects, reasons, rows: [], configs };
 
-    const windowRows = await ensureWindows(q, [...windows.values()]);
+    // In one order for every transaction: batches of different partitions create the same new
+    // windows concurrently, and inserting them in each batch's event order deadlocked (issue 7).
+    const windowRows = await ensureWindows(
+      q,
+      [...windows.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, w]) => w),
+    );
     const live = contributions.filter((c) => {
       if (windowRows.get(windowId(c.key))?.status === 'closed') {
         reasons[c.eventIndex] = 'late: the window has closed';
