@@ -1,0 +1,718 @@
+/**
+ * Workload 2, pipeline: a backlog of N events (10,000 users, 3 leaderboards, 2 earning rules;
+ * bench/lib/events.ts) drained by the processors; events/s end to end, i.e. until every event's
+ * scores are visible in the rank index. Baseline in the same run: the same score updates written
+ * straight to Redis (pipelined ZINCRBY) and the same ledger rows straight to Postgres (batched
+ * inserts), concurrently. Then the delay from acceptance to a visible rank (p50/p99) under a
+ * steady load at half the measured peak rate.
+ *
+ * Distributed: the backlog is produced once into a topic; each run drains it from offset 0 with a
+ * fresh Postgres schema and Redis prefix (offsets live in SQL, so a new schema starts over), set up
+ * through the admin gateway before the processors start. Embedded: each run starts from a copy of
+ * a data directory holding the definitions; the backlog goes in through the ingestion gateway
+ * (role ingest), then `api,processors` drain it; and "end to end" runs every role in one process
+ * while wrk sends bulk requests (issue 7: ≥10,000 events/s ingested and processed end to end).
+ */
+import { randomUUID } from 'node:crypto';
+import { cpSync, mkdirSync, rmSync } from 'node:fs';
+import Redis from 'ioredis';
+import { KafkaEventLog } from '../../adapters/eventlog/kafka';
+import { PgSql } from '../../adapters/sql/pg';
+import { PgliteSql } from '../../adapters/sql/pglite';
+import { windowAt } from '../../core/windows';
+import { PIPELINE_GROUP } from '../../processors/pipeline/pipeline';
+import { EVENTS_TOPIC, eventKey } from '../../schemas/topics';
+import { tenantToken } from '../lib/admin';
+import { runChild } from '../lib/child';
+import type { Bench } from '../lib/context';
+import {
+  bulkBodies,
+  eventRecord,
+  expectedEffects,
+  generate,
+  standardBoards,
+  standardRules,
+  type BenchEvent,
+} from '../lib/events';
+import { setUp, type Definitions } from '../lib/inproc';
+import { runProbes, type ProbeResult } from '../lib/probes';
+import { profiled, type ProfileClock } from '../lib/profiling';
+import { startService, type Service } from '../lib/service';
+import { distributedEnv, type Deployment } from '../lib/stack';
+import { figure, progress, sleep, uniqueName } from '../lib/util';
+import { runWrk } from '../lib/wrk';
+
+export interface DrainRun {
+  eventsPerS: number;
+  events: number;
+  seconds: number;
+  /** Time from the process start to its first committed batch (not in the rate). */
+  startupS: number;
+  checks?: Record<string, number>;
+}
+
+export const STANDARD: Omit<Definitions, 'tenants'> = { boards: standardBoards(), rules: standardRules() };
+
+/** Produces events into a deployment's topic (the event log's own adapter: same Avro records, same keys). */
+export async function produceBacklog(b: Bench, topicPrefix: string, events: BenchEvent[]): Promise<number> {
+  const log = new KafkaEventLog({
+    brokers: b.stack.kafkaBrokers.split(','),
+    schemaRegistryUrl: b.stack.registryUrl,
+    topicPrefix,
+    log: () => undefined,
+  });
+  try {
+    await log.ensureTopic(EVENTS_TOPIC);
+    const now = Date.now();
+    const recs = events.map((e) => ({ key: eventKey(e.tenant, e.user), value: eventRecord(e, now) }));
+    for (let i = 0; i < recs.length; i += 1000) await log.append(EVENTS_TOPIC, recs.slice(i, i + 1000));
+    const ends = await log.endOffsets(EVENTS_TOPIC);
+    return [...ends.values()].reduce((a, x) => a + x, 0);
+  } finally {
+    await log.close();
+  }
+}
+
+/** Sum of the rank index's watermarks of the pipeline: records whose scores are visible. */
+export function watermarkReader(redis: Redis, d: Deployment): () => Promise<number> {
+  const stream = `${PIPELINE_GROUP}:${d.topicPrefix}${EVENTS_TOPIC.name}`;
+  const keys = Array.from(
+    { length: EVENTS_TOPIC.partitions },
+    (_, p) => `${d.redisPrefix}ranks:wm:${p}:${stream}`,
+  );
+  return async () => (await redis.mget(...keys)).reduce((a, v) => a + Number(v ?? 0), 0);
+}
+
+/** Polls `done()` until it reaches `total`; the rate counts from the first progress seen. */
+export async function measureDrain(
+  label: string,
+  total: number,
+  done: () => Promise<number>,
+  spawnedAt: number,
+  limitMs: number,
+  clock?: ProfileClock,
+): Promise<DrainRun> {
+  const deadline = Date.now() + limitMs;
+  let t0 = 0;
+  let d0 = 0;
+  for (;;) {
+    const n = await done().catch(() => 0);
+    const now = Date.now();
+    if (n > 0 && !t0) {
+      t0 = now;
+      d0 = n;
+      clock?.start();
+    }
+    if (n >= total) {
+      clock?.end();
+      const seconds = (now - t0) / 1000;
+      return {
+        eventsPerS: seconds > 0 ? (n - d0) / seconds : NaN,
+        events: total,
+        seconds,
+        startupS: (t0 - spawnedAt) / 1000,
+      };
+    }
+    if (now > deadline)
+      throw new Error(`${label}: ${n} of ${total} records after ${Math.round(limitMs / 1000)} s`);
+    await sleep(50);
+  }
+}
+
+/** Sum of ludus_consumer_records_total of the pipeline group, from a gateway's /metrics. */
+export async function processedFromMetrics(url: string): Promise<number> {
+  const r = await fetch(`${url}/metrics`, { signal: AbortSignal.timeout(60000) });
+  const text = await r.text();
+  let n = 0;
+  for (const m of text.matchAll(/^ludus_consumer_records_total\{([^}]*)\} (\d+)/gm))
+    if (m[1]!.includes(`group="${PIPELINE_GROUP}"`)) n += Number(m[2]);
+  return n;
+}
+
+function windowKeys(at: number) {
+  return {
+    weekly: windowAt({ type: 'weekly', timezone: 'UTC', reset_day: 'monday', reset_time: '00:00' }, at).key,
+    monthly: windowAt({ type: 'monthly', timezone: 'UTC' }, at).key,
+  };
+}
+
+/**
+ * The baseline: the pipeline's effects written straight to the stores, Redis and Postgres
+ * concurrently: every score increment as a pipelined ZINCRBY (1000 per round trip) and every
+ * ledger row in batched INSERTs (1000 rows each) into a copy of the ledger table.
+ */
+export async function directBaseline(
+  b: Bench,
+  d: Deployment,
+  events: BenchEvent[],
+  shape: Parameters<typeof expectedEffects>[1],
+): Promise<{
+  eventsPerS: number;
+  seconds: number;
+  zincrby: number;
+  ledgerRows: number;
+  redisS: number;
+  pgS: number;
+}> {
+  const fx = expectedEffects(events, shape, windowKeys(events[0]!.occurred_at));
+  const redis = new Redis(b.stack.redisUrl);
+  const sql = new PgSql({ url: b.stack.pgUrl, schema: d.schema, max: 1 });
+  try {
+    await sql.init();
+    await sql.exec(
+      'DROP TABLE IF EXISTS baseline_ledger; CREATE TABLE baseline_ledger (LIKE ledger INCLUDING ALL)',
+    );
+    const balances = new Map<string, number>();
+    const now = Date.now();
+    const rows = fx.ledger.map((l) => {
+      const k = `${l.tenant}\u0000${l.user}`;
+      const after = (balances.get(k) ?? 0) + l.amount;
+      balances.set(k, after);
+      return [
+        randomUUID(),
+        l.tenant,
+        l.user,
+        'coins',
+        l.amount,
+        after,
+        'earning_rule',
+        l.ref,
+        'baseline',
+        `earning:baseline:${l.ref}`,
+        now,
+      ];
+    });
+    const t = performance.now();
+    let redisS = 0;
+    let pgS = 0;
+    await Promise.all([
+      (async () => {
+        for (let i = 0; i < fx.zincr.length; i += 1000) {
+          const p = redis.pipeline();
+          for (const [board, user, pts] of fx.zincr.slice(i, i + 1000))
+            p.zincrby(`${d.redisPrefix}baseline:{${board}}:z`, -pts, user);
+          await p.exec();
+        }
+        redisS = (performance.now() - t) / 1000;
+      })(),
+      (async () => {
+        for (let i = 0; i < rows.length; i += 1000) {
+          const chunk = rows.slice(i, i + 1000);
+          const cols = chunk[0]!.map((_, c) => chunk.map((r) => r[c]));
+          await sql.query(
+            `INSERT INTO baseline_ledger (id, tenant_id, user_id, currency_id, amount, balance_after, source_type, source_ref, description, idempotency_key, created_at)
+             SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::bigint[], $7::text[], $8::text[], $9::text[], $10::text[], $11::bigint[])`,
+            cols,
+          );
+        }
+        pgS = (performance.now() - t) / 1000;
+      })(),
+    ]);
+    const seconds = (performance.now() - t) / 1000;
+    return {
+      eventsPerS: events.length / seconds,
+      seconds,
+      zincrby: fx.zincr.length,
+      ledgerRows: rows.length,
+      redisS,
+      pgS,
+    };
+  } finally {
+    redis.disconnect();
+    await sql.close();
+  }
+}
+
+export async function pipelineWorkload(b: Bench): Promise<void> {
+  const p = b.profile;
+  const N = p.pipeline.events;
+  const redis = new Redis(b.stack.redisUrl);
+  try {
+    await distributedDrain(b, N, redis);
+    await distributedLatency(b, redis);
+  } finally {
+    redis.disconnect();
+  }
+  await embedded(b);
+}
+
+async function distributedDrain(b: Bench, N: number, redis: Redis): Promise<void> {
+  const p = b.profile;
+  const holder = b.cleanup.deployment('pipe');
+  const events = generate(N, {
+    tenants: ['bench'],
+    users: p.pipeline.users,
+    seed: 11,
+    idPrefix: uniqueName('pipe'),
+  });
+  const expected = expectedEffects(events, { kind: 'standard' }, windowKeys(events[0]!.occurred_at));
+  let t = Date.now();
+  const total = await produceBacklog(b, holder.topicPrefix, events);
+  progress(`pipeline: backlog of ${total} events produced in ${((Date.now() - t) / 1000).toFixed(1)} s`);
+  const runs: DrainRun[] = [];
+  const baselines: Array<Awaited<ReturnType<typeof directBaseline>>> = [];
+  const oneRun = async (label: string, nodeFlags: string[] = [], clock?: ProfileClock) => {
+    const d = { ...b.cleanup.deployment('piperun'), topicPrefix: holder.topicPrefix };
+    const env = distributedEnv(b.stack, d, b.cleanup, b.secretKey);
+    await setUp(env, ['api'], b.rootKey, { tenants: ['bench'], ...STANDARD });
+    t = Date.now();
+    clock?.spawned();
+    const svc = await startService({
+      label,
+      roles: 'processors',
+      env,
+      nodeFlags,
+      waitHealthy: false,
+      logFile: `${b.tmp}/pipeline-distributed.log`,
+    });
+    let run: DrainRun;
+    try {
+      run = await measureDrain(
+        label,
+        total,
+        watermarkReader(redis, d),
+        t,
+        Math.max(180_000, (N / 300) * 1000),
+        clock,
+      );
+    } finally {
+      await svc.stop();
+    }
+    const sql = new PgSql({ url: b.stack.pgUrl, schema: d.schema, max: 1 });
+    try {
+      const c = await sql.query<{ ledger: number; scores: number; processed: number }>(
+        `SELECT (SELECT count(*)::int FROM ledger) AS ledger, (SELECT count(*)::int FROM leaderboard_scores) AS scores,
+                (SELECT count(*)::int FROM processed_events) AS processed`,
+      );
+      run.checks = { ...c.rows[0]!, expectedLedger: expected.ledger.length };
+    } finally {
+      await sql.close();
+    }
+    return { run, d, pid: svc.pid };
+  };
+  for (let i = 0; i < p.runs; i++) {
+    const { run, d } = await oneRun(`processors (distributed) run ${i + 1}`);
+    runs.push(run);
+    progress(
+      `pipeline distributed run ${i + 1}/${p.runs}: ${Math.round(run.eventsPerS)} events/s (${run.seconds.toFixed(1)} s; ledger ${run.checks!.ledger}/${run.checks!.expectedLedger})`,
+    );
+    const base = await directBaseline(b, d, events, { kind: 'standard' });
+    baselines.push(base);
+    progress(
+      `pipeline baseline run ${i + 1}/${p.runs}: ${Math.round(base.eventsPerS)} events/s (${base.zincrby} ZINCRBY in ${base.redisS.toFixed(2)} s, ${base.ledgerRows} ledger rows in ${base.pgS.toFixed(2)} s)`,
+    );
+    await b.cleanup.drop({ ...d, topicPrefix: '' });
+  }
+  if (p.profile) {
+    await profiled(b, 'pipeline-distributed', async (nodeFlags, clock) => {
+      const r = await oneRun('processors (distributed, --cpu-prof)', nodeFlags, clock);
+      await b.cleanup.drop({ ...r.d, topicPrefix: '' });
+      return r.pid;
+    });
+  }
+  await b.cleanup.drop(holder);
+  b.results.record('pipeline.distributed.drain', runs);
+  b.results.record('pipeline.distributed.baseline', baselines);
+  const row = b.results.row({
+    workload: `pipeline drain (${N.toLocaleString('en-US')} events)`,
+    shape: 'distributed',
+    what: 'events/s end to end (visible in Redis)',
+    unit: 'events/s',
+    value: figure(runs.map((r) => r.eventsPerS)),
+    baseline: {
+      name: 'ZINCRBY pipelined + batched ledger INSERTs',
+      value: figure(baselines.map((r) => r.eventsPerS)),
+    },
+  });
+  row.targets = [{ text: '≥50,000 events/s', met: row.value.median >= 50_000 }];
+  b.peaks.pipelineDistributed = row.value.median;
+}
+
+/** Steady load at half the peak drain rate, with probes; p50/p99 of acceptance to visible rank. */
+async function distributedLatency(b: Bench, redis: Redis): Promise<void> {
+  const p = b.profile;
+  const rate = Math.max(100, Math.round((b.peaks.pipelineDistributed ?? 2000) / 2));
+  const runs: Array<ProbeResult & { load: unknown; lagAtEnd: number }> = [];
+  for (let i = 0; i < p.runs; i++) {
+    const d = b.cleanup.deployment('lat');
+    const env = distributedEnv(b.stack, d, b.cleanup, b.secretKey);
+    const secrets = await setUp(env, ['api'], b.rootKey, { tenants: ['bench'], ...STANDARD });
+    const token = await tenantToken(secrets.get('bench')!);
+    const services: Service[] = [];
+    try {
+      services.push(
+        await startService({
+          label: 'processors (distributed)',
+          roles: 'processors',
+          env,
+          waitHealthy: false,
+          logFile: `${b.tmp}/latency-distributed.log`,
+        }),
+      );
+      const ing = await startService({
+        label: 'ingest gateway (distributed)',
+        roles: 'ingest',
+        env,
+        logFile: `${b.tmp}/latency-distributed.log`,
+      });
+      services.push(ing);
+      const hKey = `${d.redisPrefix}ranks:{bench:matches:all_time}:h`;
+      const isVisible = async (users: string[]) => {
+        const pl = redis.pipeline();
+        for (const u of users) pl.hexists(hKey, u);
+        return ((await pl.exec()) ?? []).map(([, v]) => v === 1);
+      };
+      // Wait until the processors have joined the group and apply events: one probe must show up.
+      const warm = await runProbes({
+        ingestUrl: ing.url.ingest,
+        token,
+        tag: uniqueName('warm'),
+        perS: 1,
+        durationS: 0.5,
+        isVisible,
+        pollMs: 20,
+        drainMs: 60000,
+      });
+      if (warm.visible === 0) throw new Error('latency: the warm-up probe never became visible');
+      const load = runChild<unknown>(
+        'bench/lib/pacer.ts',
+        {
+          mode: 'rate',
+          url: ing.url.ingest,
+          tokens: { bench: token },
+          users: p.pipeline.users,
+          seed: 21 + i,
+          idPrefix: uniqueName('load'),
+          batch: 100,
+          eventsPerS: rate,
+          durationS: p.pipeline.latencyS,
+          maxInFlight: 32,
+        },
+        'PACER',
+        (p.pipeline.latencyS + 120) * 1000,
+      );
+      const probes = await runProbes({
+        ingestUrl: ing.url.ingest,
+        token,
+        tag: uniqueName('lat'),
+        perS: p.pipeline.probesPerS,
+        durationS: p.pipeline.latencyS,
+        isVisible,
+        pollMs: 5,
+        drainMs: 30000,
+      });
+      const loadResult = await load;
+      const applied = await watermarkReader(redis, d)();
+      const log = new KafkaEventLog({
+        brokers: b.stack.kafkaBrokers.split(','),
+        schemaRegistryUrl: b.stack.registryUrl,
+        topicPrefix: d.topicPrefix,
+        log: () => undefined,
+      });
+      const ends = await log.endOffsets(EVENTS_TOPIC).finally(() => log.close());
+      const lagAtEnd = [...ends.values()].reduce((a, x) => a + x, 0) - applied;
+      runs.push({ ...probes, load: loadResult, lagAtEnd });
+      progress(
+        `latency distributed run ${i + 1}/${p.runs} at ${rate} events/s: p50 ${probes.p50.toFixed(0)} ms, p99 ${probes.p99.toFixed(0)} ms (${probes.visible}/${probes.sent} probes; lag at end ${lagAtEnd})`,
+      );
+    } finally {
+      for (const s of services.reverse()) await s.stop();
+      await b.cleanup.drop(d);
+    }
+  }
+  b.results.record('pipeline.distributed.latency', { eventsPerS: rate, runs });
+  b.results.row({
+    workload: `acceptance → visible rank at ${rate.toLocaleString('en-US')} events/s (half the peak)`,
+    shape: 'distributed',
+    what: 'probes visible',
+    unit: 'probes',
+    value: figure(runs.map((r) => r.visible)),
+    p50: figure(runs.map((r) => r.p50)),
+    p99: figure(runs.map((r) => r.p99)),
+    targets: [
+      {
+        text: 'p99 < 1 s (at half of 50,000/s)',
+        met: figure(runs.map((r) => r.p99)).median < 1000 && rate >= 25000,
+      },
+    ],
+    note:
+      rate < 25000
+        ? `load is half the measured peak, not half of 50,000/s; p99 < 1 s at this rate: ${figure(runs.map((r) => r.p99)).median < 1000 ? 'yes' : 'no'}`
+        : undefined,
+  });
+}
+
+/** The embedded shape: backlog drain, end to end with every role in one process, latency. */
+async function embedded(b: Bench): Promise<void> {
+  const p = b.profile;
+  const N = p.embedded.events;
+  const template = b.cleanup.dir(`${b.tmp}/pipeline-embedded-template`);
+  mkdirSync(template, { recursive: true });
+  const env = (dir: string) => ({ LUDUS_DATA_DIR: dir, LUDUS_ROOT_KEY: b.rootKey });
+  const secrets = await setUp(env(template), ['ingest', 'api', 'processors'], b.rootKey, {
+    tenants: ['bench'],
+    ...STANDARD,
+  });
+  const token = await tenantToken(secrets.get('bench')!);
+  const copy = (name: string) => {
+    const dir = `${b.tmp}/${name}`;
+    rmSync(dir, { recursive: true, force: true });
+    cpSync(template, dir, { recursive: true });
+    return dir;
+  };
+
+  // Backlog drain: ingest N events (role ingest), then drain them (roles api,processors).
+  const drains: Array<DrainRun & { ingest: unknown; stallMs: number; doneAfterSpawnS: number }> = [];
+  for (let i = 0; i < p.runs; i++) {
+    const dir = copy('pipeline-embedded-drain');
+    const ing = await startService({
+      label: 'ingest (embedded)',
+      roles: 'ingest',
+      env: env(dir),
+      logFile: `${b.tmp}/pipeline-embedded.log`,
+    });
+    let ingest: { accepted: number };
+    try {
+      ingest = await runChild<{ accepted: number }>(
+        'bench/lib/pacer.ts',
+        {
+          mode: 'count',
+          url: ing.url.ingest,
+          tokens: { bench: token },
+          users: p.pipeline.users,
+          seed: 31,
+          idPrefix: uniqueName('bl'),
+          batch: 100,
+          events: N,
+          concurrency: 16,
+        },
+        'PACER',
+        600_000,
+      );
+    } finally {
+      await ing.stop();
+    }
+    // Not waiting for /health: the processors start right after the listeners. PGlite runs on the
+    // process's main thread, and while the backlog drains the gateways of the same process answer
+    // late or not at all (the longest /metrics answer is recorded as `stallMs`), so the drain is
+    // timed from the store: the first ledger row's created_at (the clock of the first batch) to
+    // the last offset commit (consumer_offsets.updated_at).
+    const t = Date.now();
+    const proc = await startService({
+      label: 'api,processors (embedded)',
+      roles: 'api,processors',
+      env: env(dir),
+      waitHealthy: false,
+      logFile: `${b.tmp}/pipeline-embedded.log`,
+    });
+    let stallMs = 0;
+    try {
+      const deadline = Date.now() + Math.max(180_000, (N / 100) * 1000);
+      for (;;) {
+        const ts = Date.now();
+        const n = await processedFromMetrics(proc.url.query).catch(() => -1);
+        if (n >= 0) stallMs = Math.max(stallMs, Date.now() - ts);
+        if (n >= ingest.accepted) break;
+        if (Date.now() > deadline) throw new Error(`embedded drain: ${n} of ${ingest.accepted} processed`);
+        await sleep(50);
+      }
+    } finally {
+      await proc.stop();
+    }
+    const doneS = (Date.now() - t) / 1000;
+    const sql = await PgliteSql.open(`${dir}/pg`);
+    try {
+      const r = await sql.query<{ first: number; last: number }>(
+        `SELECT (SELECT min(created_at) FROM ledger)::bigint AS first,
+                (SELECT max(extract(epoch FROM updated_at) * 1000) FROM consumer_offsets WHERE group_id = $1)::bigint AS last`,
+        [PIPELINE_GROUP],
+      );
+      const seconds = (Number(r.rows[0]!.last) - Number(r.rows[0]!.first)) / 1000;
+      const run = {
+        eventsPerS: ingest.accepted / seconds,
+        events: ingest.accepted,
+        seconds,
+        startupS: NaN,
+        stallMs,
+        doneAfterSpawnS: doneS,
+        ingest,
+      };
+      drains.push(run);
+      progress(
+        `pipeline embedded drain run ${i + 1}/${p.runs}: ${Math.round(run.eventsPerS)} events/s (${seconds.toFixed(1)} s; /metrics answered after up to ${(stallMs / 1000).toFixed(1)} s meanwhile)`,
+      );
+    } finally {
+      await sql.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }
+  b.results.record('pipeline.embedded.drain', drains);
+  b.results.row({
+    workload: `pipeline drain (${N.toLocaleString('en-US')} events)`,
+    shape: 'embedded',
+    what: 'events/s (processed, in the memory index)',
+    unit: 'events/s',
+    value: figure(drains.map((r) => r.eventsPerS)),
+    note: `gateways of the draining process stalled up to ${(figure(drains.map((r) => r.stallMs)).median / 1000).toFixed(1)} s (median of the longest /metrics answer)`,
+  });
+
+  // End to end: every role in one process, wrk sending bulk requests for e2eS seconds.
+  const e2e: Array<{
+    eventsPerS: number;
+    accepted: number;
+    ingestS: number;
+    totalS: number;
+    ingestEventsPerS: number;
+    p99: number;
+  }> = [];
+  const endToEnd = async (i: number, nodeFlags: string[] = [], clock?: ProfileClock) => {
+    const dir = copy('pipeline-embedded-e2e');
+    clock?.spawned();
+    const svc = await startService({
+      label: 'all roles (embedded)',
+      roles: 'ingest,api,processors',
+      env: env(dir),
+      nodeFlags,
+      logFile: `${b.tmp}/pipeline-embedded.log`,
+    });
+    try {
+      const events = generate(6400, {
+        tenants: ['bench'],
+        users: p.pipeline.users,
+        seed: 41 + i,
+        idPrefix: 'e',
+      });
+      const templates = bulkBodies(events, 64, 100, uniqueName('e2e')).map((x) => ({
+        method: 'POST' as const,
+        path: '/v1/events/bulk',
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+        body: x.body,
+      }));
+      clock?.start();
+      const t0 = Date.now();
+      const w = await runWrk({
+        baseUrl: svc.url.ingest,
+        templates,
+        connections: p.ingest.connections,
+        durationS: p.embedded.e2eS,
+        scriptFile: `${b.tmp}/e2e.lua`,
+      });
+      const accepted = (w.requests - w.errors) * 100;
+      const ingestS = (Date.now() - t0) / 1000;
+      const deadline = Date.now() + Math.max(300_000, (accepted / 200) * 1000);
+      let done = 0;
+      while ((done = await processedFromMetrics(svc.url.query).catch(() => 0)) < accepted) {
+        if (Date.now() > deadline) throw new Error(`embedded e2e: ${done} of ${accepted} processed`);
+        await sleep(50);
+      }
+      clock?.end();
+      const totalS = (Date.now() - t0) / 1000;
+      return {
+        eventsPerS: accepted / totalS,
+        accepted,
+        ingestS,
+        totalS,
+        ingestEventsPerS: accepted / ingestS,
+        p99: w.latencyMs.p99,
+        pid: svc.pid,
+      };
+    } finally {
+      await svc.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  };
+  for (let i = 0; i < p.runs; i++) {
+    const { pid: _pid, ...r } = await endToEnd(i);
+    e2e.push(r);
+    progress(
+      `pipeline embedded end-to-end run ${i + 1}/${p.runs}: ${Math.round(r.eventsPerS)} events/s (${r.accepted} events accepted in ${r.ingestS.toFixed(1)} s, all processed after ${r.totalS.toFixed(1)} s)`,
+    );
+  }
+  if (p.profile) {
+    await profiled(
+      b,
+      'pipeline-embedded-e2e',
+      async (nodeFlags, clock) => (await endToEnd(99, nodeFlags, clock)).pid,
+    );
+  }
+  b.results.record('pipeline.embedded.e2e', e2e);
+  const e2eRow = b.results.row({
+    workload: 'ingest + pipeline end to end (bulk, all roles in one process)',
+    shape: 'embedded',
+    what: 'events/s ingested and processed',
+    unit: 'events/s',
+    value: figure(e2e.map((r) => r.eventsPerS)),
+    p99: figure(e2e.map((r) => r.p99)),
+    note: 'p99: bulk request latency while the pipeline runs',
+  });
+  e2eRow.targets = [{ text: '≥10,000 events/s', met: e2eRow.value.median >= 10_000 }];
+
+  // Latency at half the end-to-end rate, probes read through the query gateway's rank endpoint.
+  const rate = Math.max(100, Math.round(e2eRow.value.median / 2));
+  const lat: ProbeResult[] = [];
+  for (let i = 0; i < p.runs; i++) {
+    const dir = copy('pipeline-embedded-latency');
+    const svc = await startService({
+      label: 'all roles (embedded)',
+      roles: 'ingest,api,processors',
+      env: env(dir),
+      logFile: `${b.tmp}/pipeline-embedded.log`,
+    });
+    try {
+      const isVisible = (users: string[]) =>
+        Promise.all(
+          users.map(async (u) => {
+            const r = await fetch(`${svc.url.query}/v1/leaderboards/matches/rank/${u}`, {
+              headers: { authorization: `Bearer ${token}` },
+            });
+            return ((await r.json()) as { found?: boolean }).found === true;
+          }),
+        );
+      const load = runChild<unknown>(
+        'bench/lib/pacer.ts',
+        {
+          mode: 'rate',
+          url: svc.url.ingest,
+          tokens: { bench: token },
+          users: p.pipeline.users,
+          seed: 51 + i,
+          idPrefix: uniqueName('load'),
+          batch: 100,
+          eventsPerS: rate,
+          durationS: p.embedded.latencyS,
+          maxInFlight: 32,
+        },
+        'PACER',
+        (p.embedded.latencyS + 120) * 1000,
+      );
+      const probes = await runProbes({
+        ingestUrl: svc.url.ingest,
+        token,
+        tag: uniqueName('lat'),
+        perS: p.pipeline.probesPerS,
+        durationS: p.embedded.latencyS,
+        isVisible,
+        pollMs: 10,
+        drainMs: 30000,
+      });
+      await load;
+      lat.push(probes);
+      progress(
+        `latency embedded run ${i + 1}/${p.runs} at ${rate} events/s: p50 ${probes.p50.toFixed(0)} ms, p99 ${probes.p99.toFixed(0)} ms (${probes.visible}/${probes.sent} probes)`,
+      );
+    } finally {
+      await svc.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }
+  b.results.record('pipeline.embedded.latency', { eventsPerS: rate, runs: lat });
+  b.results.row({
+    workload: `acceptance → visible rank at ${rate.toLocaleString('en-US')} events/s (half the peak)`,
+    shape: 'embedded',
+    what: 'probes visible',
+    unit: 'probes',
+    value: figure(lat.map((r) => r.visible)),
+    p50: figure(lat.map((r) => r.p50)),
+    p99: figure(lat.map((r) => r.p99)),
+  });
+}
