@@ -30,12 +30,25 @@ export interface OutboxEvent {
 
 /** Enqueues an event; a second call with the same dedupe key changes nothing. Returns true when new. */
 export async function enqueue(q: Queryable, e: OutboxEvent): Promise<boolean> {
+  return (await enqueueMany(q, [e])) > 0;
+}
+
+/** Enqueues events in one statement, in their order; returns how many were new. */
+export async function enqueueMany(q: Queryable, es: OutboxEvent[]): Promise<number> {
+  if (es.length === 0) return 0;
   const r = await q.query(
-    `INSERT INTO outbox (tenant_id, event_type, dedupe_key, payload, created_at) VALUES ($1, $2, $3, $4, $5)
+    `INSERT INTO outbox (tenant_id, event_type, dedupe_key, payload, created_at)
+     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::jsonb[], $5::bigint[])
      ON CONFLICT (tenant_id, dedupe_key) DO NOTHING`,
-    [e.tenant_id, e.event_type, e.dedupe_key, JSON.stringify(withEnvelope(e)), e.created_at],
+    [
+      es.map((e) => e.tenant_id),
+      es.map((e) => e.event_type),
+      es.map((e) => e.dedupe_key),
+      es.map((e) => JSON.stringify(withEnvelope(e))),
+      es.map((e) => e.created_at),
+    ],
   );
-  return r.rowCount > 0;
+  return r.rowCount;
 }
 
 /** The payload with `event_type`, `tenant_id` and `timestamp` filled in (and checked). */

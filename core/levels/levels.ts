@@ -8,7 +8,8 @@ import type { Queryable } from '../../adapters/sql/types';
 import { getConfig, itemsForMetric } from '../rewards/configs';
 import type { Granter } from '../rewards/grant';
 import { getItems } from '../rewards/items';
-import type { LifetimeHook } from '../wallet/wallet';
+import { byTenantCurrency } from '../wallet/tiers';
+import type { LifetimeChange, LifetimeHook } from '../wallet/wallet';
 
 export interface LevelDef {
   level: number;
@@ -170,37 +171,45 @@ async function achieved(q: Queryable, s: LevelSystem, userId: string): Promise<M
 
 /** Wallet hook: records newly reached levels and grants their rewards, once each. */
 export function levelHook(granter: Granter): LifetimeHook {
-  return async (q, c) => {
-    const r = await q.query<Row>('SELECT * FROM level_systems WHERE tenant_id = $1 AND currency_id = $2', [
-      c.tenant_id,
-      c.currency_id,
-    ]);
-    for (const s of r.rows.map(toSystem)) {
-      const reached = s.levels.filter((l) => l.xp_required <= c.lifetime_earned);
-      const fresh = await q.query<{ level: number }>(
-        `INSERT INTO user_levels (tenant_id, level_system_id, user_id, level, achieved_at)
-         SELECT $1, $2, $3, unnest($4::int[]), $5 ON CONFLICT DO NOTHING RETURNING level`,
-        [c.tenant_id, s.level_system_id, c.user_id, reached.map((l) => l.level), c.now],
-      );
-      if (!s.reward_config_id || fresh.rowCount === 0) continue;
-      const config = await getConfig(q, c.tenant_id, s.reward_config_id);
-      if (!config) continue;
-      for (const { level } of fresh.rows.sort((a, b) => a.level - b.level)) {
-        const ids = itemsForMetric(config, 'level', level);
-        if (ids.length === 0) continue;
-        const items = await getItems(q, c.tenant_id, ids);
-        await granter.grant(q, {
-          tenant_id: c.tenant_id,
-          user_id: c.user_id,
-          items: ids.map((id) => items.get(id)).filter((x) => x !== undefined),
-          source_type: 'level_up',
-          source_ref: `${s.level_system_id}:${level}`,
-          grant_key: `level:${s.level_system_id}:${c.user_id}:${level}`,
-          now: c.now,
-        });
-      }
+  return async (q, changes) => {
+    for (const group of byTenantCurrency(changes)) {
+      const r = await q.query<Row>('SELECT * FROM level_systems WHERE tenant_id = $1 AND currency_id = $2', [
+        group[0]!.tenant_id,
+        group[0]!.currency_id,
+      ]);
+      const systems = r.rows.map(toSystem);
+      if (systems.length) for (const c of group) await reachLevels(q, granter, systems, c);
     }
   };
+}
+
+/** Records the levels a lifetime amount reached and grants their rewards, once each. */
+async function reachLevels(q: Queryable, granter: Granter, systems: LevelSystem[], c: LifetimeChange) {
+  for (const s of systems) {
+    const reached = s.levels.filter((l) => l.xp_required <= c.lifetime_earned);
+    const fresh = await q.query<{ level: number }>(
+      `INSERT INTO user_levels (tenant_id, level_system_id, user_id, level, achieved_at)
+         SELECT $1, $2, $3, unnest($4::int[]), $5 ON CONFLICT DO NOTHING RETURNING level`,
+      [c.tenant_id, s.level_system_id, c.user_id, reached.map((l) => l.level), c.now],
+    );
+    if (!s.reward_config_id || fresh.rowCount === 0) continue;
+    const config = await getConfig(q, c.tenant_id, s.reward_config_id);
+    if (!config) continue;
+    for (const { level } of fresh.rows.sort((a, b) => a.level - b.level)) {
+      const ids = itemsForMetric(config, 'level', level);
+      if (ids.length === 0) continue;
+      const items = await getItems(q, c.tenant_id, ids);
+      await granter.grant(q, {
+        tenant_id: c.tenant_id,
+        user_id: c.user_id,
+        items: ids.map((id) => items.get(id)).filter((x) => x !== undefined),
+        source_type: 'level_up',
+        source_ref: `${s.level_system_id}:${level}`,
+        grant_key: `level:${s.level_system_id}:${c.user_id}:${level}`,
+        now: c.now,
+      });
+    }
+  }
 }
 
 /** SPEC "User level view". */

@@ -218,59 +218,123 @@ export async function applyEarningRules(
       { ...toRule(row), timezone: row.timezone },
     ]);
 
+  // Every (event, rule) credit in order, then the caps over the usage rows of the batch (locked
+  // once), then one batched wallet call and one usage upsert: a fixed number of statements.
+  const candidates: Array<{
+    i: number;
+    e: EarningEvent;
+    rule: EarningRule;
+    amount: number;
+    periods: string[];
+  }> = [];
   for (const [i, e] of events.entries()) {
     for (const rule of byTenant.get(e.tenant_id) ?? []) {
       if (rule.event_type !== '*' && rule.event_type !== e.view.type) continue;
       const f = rule.event_filter;
       if (f && !matchConditions({ [fieldPath(f.field)]: { [f.op]: f.value } }, e.view)) continue;
-      let amount = ruleAmount(rule.calculation, e.view);
+      const amount = ruleAmount(rule.calculation, e.view);
       if (amount === null || amount <= 0) continue;
-      if (rule.max_per_event !== null) amount = Math.min(amount, rule.max_per_event);
       const day = windowAt({ type: 'daily', timezone: rule.timezone }, e.occurred_at).key;
       const week = windowAt(
         { type: 'weekly', timezone: rule.timezone, reset_day: 'monday' },
         e.occurred_at,
       ).key;
-      for (const [cap, period] of [
-        [rule.max_per_day, `day:${day}`],
-        [rule.max_per_week, `week:${week}`],
-      ] as const) {
-        if (cap === null) continue;
-        const used = await q.query<{ amount: number }>(
-          'SELECT amount FROM earning_usage WHERE tenant_id = $1 AND rule_id = $2 AND user_id = $3 AND period = $4 FOR UPDATE',
-          [e.tenant_id, rule.rule_id, e.user_id, period],
-        );
-        amount = Math.min(amount, Math.max(0, cap - Number(used.rows[0]?.amount ?? 0)));
-      }
-      if (amount <= 0) continue;
-      let res;
-      try {
-        res = await wallet.credit(q, {
-          tenant_id: e.tenant_id,
-          user_id: e.user_id,
-          currency_id: rule.currency_id,
-          amount,
-          source_type: 'earning_rule',
-          source_ref: `${rule.rule_id}:${e.event_id}`,
-          description: rule.name,
-          idempotency_key: `earning:${rule.rule_id}:${e.event_id}`,
-          now,
-        });
-      } catch (err) {
-        // An unknown or inactive currency skips the rule; anything else fails the batch (retried).
-        if (err instanceof WalletError) continue;
-        throw err;
-      }
-      if (!res.created) continue;
-      for (const period of [`day:${day}`, `week:${week}`]) {
-        await q.query(
-          `INSERT INTO earning_usage (tenant_id, rule_id, user_id, period, amount) VALUES ($1, $2, $3, $4, $5)
-           ON CONFLICT (tenant_id, rule_id, user_id, period) DO UPDATE SET amount = earning_usage.amount + EXCLUDED.amount`,
-          [e.tenant_id, rule.rule_id, e.user_id, period, amount],
-        );
-      }
-      credited[i] = true;
+      candidates.push({
+        i,
+        e,
+        rule,
+        amount: rule.max_per_event !== null ? Math.min(amount, rule.max_per_event) : amount,
+        periods: [`day:${day}`, `week:${week}`],
+      });
     }
   }
+  if (candidates.length === 0) return credited;
+
+  const usageKey = (c: (typeof candidates)[number], period: string) =>
+    [c.e.tenant_id, c.rule.rule_id, c.e.user_id, period] as const;
+  const used = await lockUsage(
+    q,
+    candidates
+      .filter((c) => c.rule.max_per_day !== null || c.rule.max_per_week !== null)
+      .flatMap((c) => c.periods.map((p) => usageKey(c, p))),
+  );
+  const granted: Array<{ c: (typeof candidates)[number]; amount: number }> = [];
+  for (const c of candidates) {
+    let amount = c.amount;
+    const caps = [c.rule.max_per_day, c.rule.max_per_week];
+    c.periods.forEach((p, k) => {
+      if (caps[k] !== null)
+        amount = Math.min(amount, Math.max(0, caps[k]! - (used.get(usageKey(c, p).join('\u0000')) ?? 0)));
+    });
+    if (amount <= 0) continue;
+    for (const p of c.periods) {
+      const k = usageKey(c, p).join('\u0000');
+      used.set(k, (used.get(k) ?? 0) + amount);
+    }
+    granted.push({ c, amount });
+  }
+  const results = await wallet.creditMany(
+    q,
+    granted.map(({ c, amount }) => ({
+      tenant_id: c.e.tenant_id,
+      user_id: c.e.user_id,
+      currency_id: c.rule.currency_id,
+      amount,
+      source_type: 'earning_rule',
+      source_ref: `${c.rule.rule_id}:${c.e.event_id}`,
+      description: c.rule.name,
+      idempotency_key: `earning:${c.rule.rule_id}:${c.e.event_id}`,
+      now,
+    })),
+  );
+  // An unknown or inactive currency skips the rule (the batch goes on); so does a replayed credit.
+  const increments = new Map<string, { key: readonly string[]; amount: number }>();
+  results.forEach((r, n) => {
+    if (r instanceof WalletError || !r.created) return;
+    const { c, amount } = granted[n]!;
+    credited[c.i] = true;
+    for (const p of c.periods) {
+      const key = usageKey(c, p);
+      const k = key.join('\u0000');
+      increments.set(k, { key, amount: (increments.get(k)?.amount ?? 0) + amount });
+    }
+  });
+  await addUsage(q, [...increments.values()]);
   return credited;
+}
+
+/** The usage of (tenant, rule, user, period) keys, their rows locked (in one order). */
+async function lockUsage(q: Queryable, keys: Array<readonly string[]>): Promise<Map<string, number>> {
+  if (keys.length === 0) return new Map();
+  const r = await q.query<{
+    tenant_id: string;
+    rule_id: string;
+    user_id: string;
+    period: string;
+    amount: number;
+  }>(
+    `SELECT u.tenant_id, u.rule_id, u.user_id, u.period, u.amount FROM earning_usage u
+     JOIN unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS k(tenant_id, rule_id, user_id, period)
+       ON u.tenant_id = k.tenant_id AND u.rule_id = k.rule_id AND u.user_id = k.user_id AND u.period = k.period
+     ORDER BY u.tenant_id, u.rule_id, u.user_id, u.period FOR UPDATE OF u`,
+    [0, 1, 2, 3].map((n) => keys.map((k) => k[n])),
+  );
+  return new Map(
+    r.rows.map((u) => [[u.tenant_id, u.rule_id, u.user_id, u.period].join('\u0000'), Number(u.amount)]),
+  );
+}
+
+/** Adds credited amounts to the usage rows (one row per key: keys are unique here). */
+async function addUsage(
+  q: Queryable,
+  rows: Array<{ key: readonly string[]; amount: number }>,
+): Promise<void> {
+  if (rows.length === 0) return;
+  const sorted = [...rows].sort((a, b) => (a.key.join('\u0000') < b.key.join('\u0000') ? -1 : 1));
+  await q.query(
+    `INSERT INTO earning_usage (tenant_id, rule_id, user_id, period, amount)
+     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[])
+     ON CONFLICT (tenant_id, rule_id, user_id, period) DO UPDATE SET amount = earning_usage.amount + EXCLUDED.amount`,
+    [...[0, 1, 2, 3].map((n) => sorted.map((r) => r.key[n])), sorted.map((r) => r.amount)],
+  );
 }

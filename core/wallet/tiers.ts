@@ -4,7 +4,7 @@
  */
 import type { Queryable } from '../../adapters/sql/types';
 import { enqueue } from '../outbox';
-import type { LifetimeHook } from './wallet';
+import type { LifetimeChange, LifetimeHook } from './wallet';
 
 export interface Tier {
   tier_id: string;
@@ -54,10 +54,26 @@ export function tierFor(tiers: Tier[], lifetime: number): Tier | null {
 const brief = (t: Tier | null) =>
   t ? { tier_id: t.tier_id, tier_name: t.tier_name, tier_level: t.tier_level } : null;
 
-/** Wallet hook: moves the user's tier and enqueues tier.changed when it changed. */
-export const tierHook: LifetimeHook = async (q, c) => {
-  const tiers = await tiersOf(q, c.tenant_id, c.currency_id);
-  if (tiers.length === 0) return;
+/** Wallet hook: moves each user's tier and enqueues tier.changed when it changed. */
+export const tierHook: LifetimeHook = async (q, changes) => {
+  for (const group of byTenantCurrency(changes)) {
+    const tiers = await tiersOf(q, group[0]!.tenant_id, group[0]!.currency_id);
+    if (tiers.length === 0) continue;
+    for (const c of group) await moveTier(q, tiers, c);
+  }
+};
+
+/** Changes grouped by tenant and currency, each group in the changes' order. */
+export function byTenantCurrency(changes: LifetimeChange[]): LifetimeChange[][] {
+  const groups = new Map<string, LifetimeChange[]>();
+  for (const c of changes) {
+    const k = `${c.tenant_id}\u0000${c.currency_id}`;
+    groups.set(k, [...(groups.get(k) ?? []), c]);
+  }
+  return [...groups.values()];
+}
+
+async function moveTier(q: Queryable, tiers: Tier[], c: LifetimeChange): Promise<void> {
   const next = tierFor(tiers, c.lifetime_earned);
   const prev = await q.query<{ tier_id: string | null }>(
     'SELECT tier_id FROM user_tiers WHERE tenant_id = $1 AND user_id = $2 AND currency_id = $3 FOR UPDATE',
@@ -89,7 +105,7 @@ export const tierHook: LifetimeHook = async (q, c) => {
       },
     },
   });
-};
+}
 
 /** SPEC "User tier view"; null when no tier is configured or the user earned nothing. */
 export async function userTierView(q: Queryable, tenantId: string, userId: string) {

@@ -6,7 +6,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Queryable } from '../../adapters/sql/types';
-import { enqueue } from '../outbox';
+import { enqueueMany } from '../outbox';
 
 export type WalletErrorCode =
   | 'insufficient_balance'
@@ -59,11 +59,20 @@ export interface Currency {
   updated_at: string;
 }
 
-/** Called after lifetime_earned grew (tiers, levels), inside the same transaction. */
-export type LifetimeHook = (
-  q: Queryable,
-  change: { tenant_id: string; user_id: string; currency_id: string; lifetime_earned: number; now: number },
-) => Promise<void>;
+/** A growth of lifetime_earned, in the order the movements were applied. */
+export interface LifetimeChange {
+  tenant_id: string;
+  user_id: string;
+  currency_id: string;
+  lifetime_earned: number;
+  now: number;
+}
+
+/**
+ * Called after lifetime_earned grew (tiers, levels), inside the same transaction, once per batch
+ * of movements with every change in order (a hook reads its configuration once per batch).
+ */
+export type LifetimeHook = (q: Queryable, changes: LifetimeChange[]) => Promise<void>;
 
 interface LedgerRow {
   id: string;
@@ -72,6 +81,13 @@ interface LedgerRow {
   amount: number;
   balance_after: number;
 }
+
+type Signed = Movement & { sign: 1 | -1 };
+
+/** Per movement of a batch: its result, or why it was refused (nothing of it was written). */
+export type BatchResult = MovementResult | WalletError;
+
+const pairId = (tenant: string, a: string, b = '') => `${tenant}\u0000${a}\u0000${b}`;
 
 export class Wallet {
   private readonly hooks: LifetimeHook[] = [];
@@ -89,120 +105,267 @@ export class Wallet {
   }
 
   credit(q: Queryable, m: Movement): Promise<MovementResult> {
-    return this.move(q, m, +1);
+    return this.one(q, { ...m, sign: 1 });
   }
 
   debit(q: Queryable, m: Movement): Promise<MovementResult> {
-    return this.move(q, m, -1);
+    return this.one(q, { ...m, sign: -1 });
   }
 
-  private async move(q: Queryable, m: Movement, sign: 1 | -1): Promise<MovementResult> {
-    if (!Number.isSafeInteger(m.amount) || m.amount <= 0) {
-      throw new WalletError('invalid_amount', 'amount must be a positive integer (minor units)');
-    }
-    if (m.idempotency_key) {
-      const seen = await this.byKey(q, m.tenant_id, m.idempotency_key);
-      if (seen) return this.replay(seen, m, sign);
-    }
-    const cur = await this.currency(q, m.tenant_id, m.currency_id);
-    if (!cur) throw new WalletError('unknown_currency', `Currency ${m.currency_id} does not exist`);
-    if (!cur.active) throw new WalletError('inactive_currency', `Currency ${m.currency_id} is not active`);
+  /**
+   * Credits many movements in the caller's transaction with a fixed number of statements (the
+   * pipeline's earning rules): applied in order, each with its own result or refusal.
+   */
+  creditMany(q: Queryable, ms: Movement[]): Promise<BatchResult[]> {
+    return this.moveMany(
+      q,
+      ms.map((m) => ({ ...m, sign: 1 as const })),
+    );
+  }
 
-    await q.query(
-      `INSERT INTO balances (tenant_id, user_id, currency_id, available, lifetime_earned) VALUES ($1, $2, $3, 0, 0)
-       ON CONFLICT DO NOTHING`,
-      [m.tenant_id, m.user_id, m.currency_id],
+  private async one(q: Queryable, m: Signed): Promise<MovementResult> {
+    const [r] = await this.moveMany(q, [m]);
+    if (r instanceof WalletError) throw r;
+    return r!;
+  }
+
+  /**
+   * The one path of every balance change: idempotency keys (before and after the lock: a
+   * concurrent movement with the same key may commit while this one waits), currencies, balance
+   * rows created and locked in one order, then the ledger rows, balances, outbox events and
+   * lifetime hooks written in one statement each.
+   */
+  private async moveMany(q: Queryable, ms: Signed[]): Promise<BatchResult[]> {
+    const results: Array<BatchResult | undefined> = ms.map((m) =>
+      Number.isSafeInteger(m.amount) && m.amount > 0
+        ? undefined
+        : new WalletError('invalid_amount', 'amount must be a positive integer (minor units)'),
     );
-    const b = await q.query<{ available: number; lifetime_earned: number }>(
-      'SELECT available, lifetime_earned FROM balances WHERE tenant_id = $1 AND user_id = $2 AND currency_id = $3 FOR UPDATE',
-      [m.tenant_id, m.user_id, m.currency_id],
-    );
-    // A concurrent movement with the same key may have committed while this one waited for the lock.
-    if (m.idempotency_key) {
-      const seen = await this.byKey(q, m.tenant_id, m.idempotency_key);
-      if (seen) return this.replay(seen, m, sign);
-    }
-    const available = Number(b.rows[0]!.available);
-    const lifetime = Number(b.rows[0]!.lifetime_earned);
-    if (sign < 0 && available < m.amount) {
-      throw new WalletError(
-        'insufficient_balance',
-        `Insufficient balance: ${available} ${m.currency_id} available, ${m.amount} needed`,
+    const replayKnown = async () => {
+      const seen = await this.byKeys(
+        q,
+        ms.filter((m, i) => !results[i] && m.idempotency_key),
       );
+      ms.forEach((m, i) => {
+        const s =
+          !results[i] && m.idempotency_key ? seen.get(pairId(m.tenant_id, m.idempotency_key)) : undefined;
+        if (s) results[i] = this.replay(s, m);
+      });
+    };
+    await replayKnown();
+    const pending = () => ms.map((m, i) => ({ m, i })).filter(({ i }) => !results[i]);
+    if (pending().length === 0) return results as BatchResult[];
+
+    const currencies = await this.currencies(
+      q,
+      pending().map(({ m }) => m),
+    );
+    for (const { m, i } of pending()) {
+      const cur = currencies.get(pairId(m.tenant_id, m.currency_id));
+      if (!cur) results[i] = new WalletError('unknown_currency', `Currency ${m.currency_id} does not exist`);
+      else if (!cur.active)
+        results[i] = new WalletError('inactive_currency', `Currency ${m.currency_id} is not active`);
     }
-    const after = available + sign * m.amount;
-    const lifetimeAfter = sign > 0 ? lifetime + m.amount : lifetime;
-    if (!Number.isSafeInteger(lifetimeAfter))
-      throw new WalletError('invalid_amount', 'balance would exceed 2^53');
-    const id = randomUUID();
-    await q.query(
-      `INSERT INTO ledger (id, tenant_id, user_id, currency_id, amount, balance_after, source_type, source_ref, description, idempotency_key, created_at)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
-      [
-        id,
-        m.tenant_id,
-        m.user_id,
-        m.currency_id,
-        sign * m.amount,
-        after,
-        m.source_type,
-        m.source_ref ?? null,
-        m.description ?? null,
-        m.idempotency_key ?? null,
-        m.now,
-      ],
+    if (pending().length === 0) return results as BatchResult[];
+
+    const balances = await this.lockBalances(
+      q,
+      pending().map(({ m }) => m),
     );
-    await q.query(
-      'UPDATE balances SET available = $4, lifetime_earned = $5 WHERE tenant_id = $1 AND user_id = $2 AND currency_id = $3',
-      [m.tenant_id, m.user_id, m.currency_id, after, lifetimeAfter],
-    );
-    const eventType = sign > 0 ? 'currency.earned' : 'currency.spent';
-    await enqueue(q, {
-      tenant_id: m.tenant_id,
-      event_type: eventType,
-      dedupe_key: `${eventType}:${id}`,
-      created_at: m.now,
-      payload: {
-        event_type: eventType,
-        tenant_id: m.tenant_id,
-        timestamp: new Date(m.now).toISOString(),
+    await replayKnown();
+
+    const ledger: Array<LedgerRow & { m: Signed }> = [];
+    const inBatch = new Map<string, LedgerRow>();
+    const changes: LifetimeChange[] = [];
+    for (const { m, i } of pending()) {
+      const keyId = m.idempotency_key ? pairId(m.tenant_id, m.idempotency_key) : null;
+      const earlier = keyId ? inBatch.get(keyId) : undefined;
+      if (earlier) {
+        results[i] = this.replay(earlier, m);
+        continue;
+      }
+      const bId = pairId(m.tenant_id, m.user_id, m.currency_id);
+      const b = balances.get(bId)!;
+      if (m.sign < 0 && b.available < m.amount) {
+        results[i] = new WalletError(
+          'insufficient_balance',
+          `Insufficient balance: ${b.available} ${m.currency_id} available, ${m.amount} needed`,
+        );
+        continue;
+      }
+      const after = b.available + m.sign * m.amount;
+      const lifetimeAfter = m.sign > 0 ? b.lifetime + m.amount : b.lifetime;
+      if (!Number.isSafeInteger(lifetimeAfter)) {
+        results[i] = new WalletError('invalid_amount', 'balance would exceed 2^53');
+        continue;
+      }
+      b.available = after;
+      b.lifetime = lifetimeAfter;
+      b.changed = true;
+      const row = {
+        id: randomUUID(),
         user_id: m.user_id,
-        data: {
-          currency_id: m.currency_id,
-          amount: m.amount,
-          new_balance: after,
-          source_type: m.source_type,
-          transaction_id: id,
-        },
-      },
-    });
-    if (sign > 0) {
-      for (const hook of this.hooks) {
-        await hook(q, {
+        currency_id: m.currency_id,
+        amount: m.sign * m.amount,
+        balance_after: after,
+      };
+      if (keyId) inBatch.set(keyId, row);
+      ledger.push({ ...row, m });
+      if (m.sign > 0)
+        changes.push({
           tenant_id: m.tenant_id,
           user_id: m.user_id,
           currency_id: m.currency_id,
           lifetime_earned: lifetimeAfter,
           now: m.now,
         });
-      }
+      results[i] = { transaction_id: row.id, amount: row.amount, balance_after: after, created: true };
     }
-    return { transaction_id: id, amount: sign * m.amount, balance_after: after, created: true };
-  }
+    if (ledger.length === 0) return results as BatchResult[];
 
-  private async byKey(q: Queryable, tenantId: string, key: string): Promise<LedgerRow | null> {
-    const r = await q.query<LedgerRow>(
-      'SELECT id, user_id, currency_id, amount, balance_after FROM ledger WHERE tenant_id = $1 AND idempotency_key = $2',
-      [tenantId, key],
+    await this.writeLedger(q, ledger);
+    const changed = [...balances.values()].filter((b) => b.changed);
+    await q.query(
+      `UPDATE balances b SET available = u.available, lifetime_earned = u.lifetime
+       FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[]) AS u(tenant_id, user_id, currency_id, available, lifetime)
+       WHERE b.tenant_id = u.tenant_id AND b.user_id = u.user_id AND b.currency_id = u.currency_id`,
+      [
+        changed.map((b) => b.tenant_id),
+        changed.map((b) => b.user_id),
+        changed.map((b) => b.currency_id),
+        changed.map((b) => b.available),
+        changed.map((b) => b.lifetime),
+      ],
     );
-    return r.rows[0]
-      ? { ...r.rows[0], amount: Number(r.rows[0].amount), balance_after: Number(r.rows[0].balance_after) }
-      : null;
+    await enqueueMany(
+      q,
+      ledger.map(({ id, m, balance_after }) => {
+        const eventType = m.sign > 0 ? 'currency.earned' : 'currency.spent';
+        return {
+          tenant_id: m.tenant_id,
+          event_type: eventType,
+          dedupe_key: `${eventType}:${id}`,
+          created_at: m.now,
+          payload: {
+            event_type: eventType,
+            tenant_id: m.tenant_id,
+            timestamp: new Date(m.now).toISOString(),
+            user_id: m.user_id,
+            data: {
+              currency_id: m.currency_id,
+              amount: m.amount,
+              new_balance: balance_after,
+              source_type: m.source_type,
+              transaction_id: id,
+            },
+          },
+        };
+      }),
+    );
+    if (changes.length) for (const hook of this.hooks) await hook(q, changes);
+    return results as BatchResult[];
   }
 
-  private replay(seen: LedgerRow, m: Movement, sign: 1 | -1): MovementResult {
-    if (seen.user_id !== m.user_id || seen.currency_id !== m.currency_id || seen.amount !== sign * m.amount) {
-      throw new WalletError(
+  private async currencies(q: Queryable, ms: Movement[]): Promise<Map<string, Currency>> {
+    const pairs = unique(ms.map((m) => [m.tenant_id, m.currency_id] as const));
+    const r = await q.query<Currency>(
+      `SELECT c.* FROM currencies c JOIN unnest($1::text[], $2::text[]) AS p(tenant_id, id)
+       ON c.tenant_id = p.tenant_id AND c.id = p.id`,
+      [pairs.map((p) => p[0]), pairs.map((p) => p[1])],
+    );
+    return new Map(r.rows.map((c) => [pairId(c.tenant_id, c.id), c]));
+  }
+
+  /** Creates missing balance rows and locks every row of the batch, in one order (no deadlocks). */
+  private async lockBalances(q: Queryable, ms: Movement[]) {
+    const keys = unique(ms.map((m) => [m.tenant_id, m.user_id, m.currency_id] as const)).sort((a, b) =>
+      pairId(...a) < pairId(...b) ? -1 : 1,
+    );
+    const cols = [keys.map((k) => k[0]), keys.map((k) => k[1]), keys.map((k) => k[2])];
+    await q.query(
+      `INSERT INTO balances (tenant_id, user_id, currency_id, available, lifetime_earned)
+       SELECT tenant_id, user_id, currency_id, 0, 0 FROM unnest($1::text[], $2::text[], $3::text[]) AS k(tenant_id, user_id, currency_id)
+       ON CONFLICT DO NOTHING`,
+      cols,
+    );
+    const r = await q.query<{
+      tenant_id: string;
+      user_id: string;
+      currency_id: string;
+      available: number;
+      lifetime_earned: number;
+    }>(
+      `SELECT b.tenant_id, b.user_id, b.currency_id, b.available, b.lifetime_earned FROM balances b
+       JOIN unnest($1::text[], $2::text[], $3::text[]) AS k(tenant_id, user_id, currency_id)
+         ON b.tenant_id = k.tenant_id AND b.user_id = k.user_id AND b.currency_id = k.currency_id
+       ORDER BY b.tenant_id, b.user_id, b.currency_id FOR UPDATE OF b`,
+      cols,
+    );
+    return new Map(
+      r.rows.map((b) => [
+        pairId(b.tenant_id, b.user_id, b.currency_id),
+        {
+          tenant_id: b.tenant_id,
+          user_id: b.user_id,
+          currency_id: b.currency_id,
+          available: Number(b.available),
+          lifetime: Number(b.lifetime_earned),
+          changed: false,
+        },
+      ]),
+    );
+  }
+
+  private async writeLedger(q: Queryable, rows: Array<LedgerRow & { m: Signed }>): Promise<void> {
+    await q.query(
+      `INSERT INTO ledger (id, tenant_id, user_id, currency_id, amount, balance_after, source_type, source_ref, description, idempotency_key, created_at)
+       SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::bigint[], $7::text[], $8::text[], $9::text[], $10::text[], $11::bigint[])`,
+      [
+        rows.map((r) => r.id),
+        rows.map((r) => r.m.tenant_id),
+        rows.map((r) => r.user_id),
+        rows.map((r) => r.currency_id),
+        rows.map((r) => r.amount),
+        rows.map((r) => r.balance_after),
+        rows.map((r) => r.m.source_type),
+        rows.map((r) => r.m.source_ref ?? null),
+        rows.map((r) => r.m.description ?? null),
+        rows.map((r) => r.m.idempotency_key ?? null),
+        rows.map((r) => r.m.now),
+      ],
+    );
+  }
+
+  /** Ledger rows by (tenant, idempotency key) for the movements that carry one. */
+  private async byKeys(q: Queryable, ms: Movement[]): Promise<Map<string, LedgerRow>> {
+    if (ms.length === 0) return new Map();
+    const r = await q.query<LedgerRow & { tenant_id: string; idempotency_key: string }>(
+      `SELECT l.id, l.tenant_id, l.idempotency_key, l.user_id, l.currency_id, l.amount, l.balance_after FROM ledger l
+       JOIN unnest($1::text[], $2::text[]) AS k(tenant_id, idempotency_key)
+         ON l.tenant_id = k.tenant_id AND l.idempotency_key = k.idempotency_key`,
+      [ms.map((m) => m.tenant_id), ms.map((m) => m.idempotency_key!)],
+    );
+    return new Map(
+      r.rows.map((x) => [
+        pairId(x.tenant_id, x.idempotency_key),
+        {
+          id: x.id,
+          user_id: x.user_id,
+          currency_id: x.currency_id,
+          amount: Number(x.amount),
+          balance_after: Number(x.balance_after),
+        },
+      ]),
+    );
+  }
+
+  private replay(seen: LedgerRow, m: Signed): MovementResult | WalletError {
+    if (
+      seen.user_id !== m.user_id ||
+      seen.currency_id !== m.currency_id ||
+      seen.amount !== m.sign * m.amount
+    ) {
+      return new WalletError(
         'idempotency_conflict',
         'idempotency_key was already used for a different movement',
       );
@@ -214,4 +377,10 @@ export class Wallet {
       created: false,
     };
   }
+}
+
+function unique<T extends readonly string[]>(keys: T[]): T[] {
+  const m = new Map<string, T>();
+  for (const k of keys) m.set(k.join('\u0000'), k);
+  return [...m.values()];
 }
