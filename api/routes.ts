@@ -20,7 +20,7 @@ import { webhookAdminRoutes } from './webhooks/admin';
 export function allRoutes(ctx: AppContext): RouteSpec[] {
   const { services, adapters, clock } = ctx;
   const { sql } = adapters;
-  const queries = new LeaderboardQueries({ sql, ranks: adapters.ranks, clock });
+  const queries = new LeaderboardQueries({ sql, ranks: adapters.ranks, clock, cache: services.leaderboards });
   return [
     ...operatorRoutes(services),
     ...authRoutes(),
@@ -30,6 +30,7 @@ export function allRoutes(ctx: AppContext): RouteSpec[] {
       sql,
       analytics: adapters.analytics,
       queries,
+      cache: services.leaderboards,
       rewardConfig: async (board) => {
         const c = board.reward_config_id
           ? await getConfig(sql, board.tenant_id, board.reward_config_id)

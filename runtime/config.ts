@@ -42,7 +42,10 @@ export interface Config {
   rateLimits: { ingest: RateLimitSpec; admin: RateLimitSpec; query: RateLimitSpec };
   /** Permitted clock skew of signed requests (X-Timestamp), seconds. */
   signatureSkewSeconds: number;
-  /** How long a tenant's credentials are cached by a gateway, ms (suspension takes effect within it). */
+  /**
+   * How long a tenant's credentials are cached by a gateway, ms (suspension takes effect within it);
+   * also the query routes' cache of board definitions and open window rows (core/leaderboards/cache.ts).
+   */
   tenantCacheMs: number;
   /** Duplicates of an event_id within this window are ignored (SPEC.md: 300 s). */
   dedupeWindowMs: number;

@@ -32,5 +32,5 @@ export function mountDeps(ctx: AppContext, gateway: 'ingest' | 'admin' | 'query'
 
 /** What closing a leaderboard window needs: stores and the reward payout. */
 export function closingDeps(ctx: AppContext): ClosingDeps {
-  return { ...ctx.adapters, payout: payoutHook(ctx.services.granter) };
+  return { ...ctx.adapters, payout: payoutHook(ctx.services.granter), cache: ctx.services.leaderboards };
 }

@@ -75,6 +75,7 @@ export async function startRoles(ctx: AppContext, roles: Role[] = ctx.config.rol
         sql: ctx.adapters.sql,
         ranks: ctx.adapters.ranks,
         clock: ctx.clock,
+        cache: ctx.services.leaderboards,
       });
       const live = attachLiveLeaderboards(
         listening.find((l) => l.gateway === 'query')!.server,

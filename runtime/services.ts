@@ -5,6 +5,7 @@
 import type { RateLimiter } from '../adapters/ratelimit/types';
 import { Authenticator } from '../api/auth/authenticator';
 import type { Clock } from '../core/clock';
+import { LeaderboardCache } from '../core/leaderboards/cache';
 import { SecretBox } from '../core/tenancy/secrets';
 import { TenantStore } from '../core/tenancy/store';
 import { levelHook } from '../core/levels/levels';
@@ -25,6 +26,8 @@ export interface Services {
   granter: Granter;
   /** Webhook endpoints (secrets encrypted with the server key) and their delivery log. */
   webhooks: WebhookStore;
+  /** Board definitions and window rows of the query routes, cached like tenant credentials. */
+  leaderboards: LeaderboardCache;
 }
 
 export async function openRateLimiter(config: Config): Promise<RateLimiter> {
@@ -65,5 +68,6 @@ export function buildServices(
   wallet.onLifetimeChange(tierHook);
   wallet.onLifetimeChange(levelHook(granter));
   const webhooks = new WebhookStore(adapters.sql, box, clock);
-  return { tenants, auth, rateLimiter, wallet, granter, webhooks };
+  const leaderboards = new LeaderboardCache({ clock, ttlMs: config.tenantCacheMs });
+  return { tenants, auth, rateLimiter, wallet, granter, webhooks, leaderboards };
 }

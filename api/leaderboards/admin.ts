@@ -126,6 +126,7 @@ export function leaderboardAdminRoutes(deps: LeaderboardAdminDeps): RouteSpec[] 
         const patch = body as Parameters<typeof updateBoard>[3];
         checkConfig(patch.config);
         const b = await updateBoard(deps.sql, tenant!.id, params.leaderboard_id!, patch, deps.clock.now());
+        deps.cache?.forgetBoard(tenant!.id, params.leaderboard_id!);
         if (!b) throw errors.notFound(`Leaderboard ${params.leaderboard_id} not found`);
         return presentBoard(b);
       },
@@ -145,6 +146,7 @@ export function leaderboardAdminRoutes(deps: LeaderboardAdminDeps): RouteSpec[] 
           { status: 'archived' },
           deps.clock.now(),
         );
+        deps.cache?.forgetBoard(tenant!.id, params.leaderboard_id!);
         if (!b) throw errors.notFound(`Leaderboard ${params.leaderboard_id} not found`);
         return presentBoard(b);
       },

@@ -3,6 +3,7 @@
  */
 import type { Analytics } from '../../adapters/analytics/types';
 import type { Sql } from '../../adapters/sql/types';
+import type { LeaderboardCache } from '../../core/leaderboards/cache';
 import type { Leaderboard } from '../../core/leaderboards/definition';
 import {
   LeaderboardQueries,
@@ -10,7 +11,6 @@ import {
   type Page,
   type ResolvedWindow,
 } from '../../core/leaderboards/queries';
-import { getBoard } from '../../core/leaderboards/store';
 import { errors } from '../http/errors';
 import type { RouteSpec } from '../http/route';
 
@@ -18,6 +18,8 @@ export interface LeaderboardQueryDeps {
   sql: Sql;
   analytics: Analytics;
   queries: LeaderboardQueries;
+  /** Board definitions cached per process (every query route reads one first). */
+  cache: LeaderboardCache;
   /** Reward tiers of a completed window's board (the rewards feature), or null. */
   rewardConfig?: (board: Leaderboard) => Promise<unknown | null>;
 }
@@ -26,7 +28,7 @@ const auth = { kind: 'tenant', signed: false } as const;
 
 export function leaderboardQueryRoutes(deps: LeaderboardQueryDeps): RouteSpec[] {
   const board = async (tenantId: string, id: string) => {
-    const b = await getBoard(deps.sql, tenantId, id);
+    const b = await deps.cache.board(deps.sql, tenantId, id);
     if (!b) throw errors.notFound(`Leaderboard ${id} not found`);
     return b;
   };

@@ -13,6 +13,7 @@ import type { Analytics, SnapshotEntry } from '../../adapters/analytics/types';
 import type { RankIndex } from '../../adapters/ranks/types';
 import type { Queryable, Sql } from '../../adapters/sql/types';
 import { enqueue } from '../outbox';
+import type { LeaderboardCache } from './cache';
 import { rankingSize, rankPolicy, type Leaderboard } from './definition';
 import { rankRun } from './ranking';
 import {
@@ -46,6 +47,8 @@ export interface ClosingDeps {
   analytics: Analytics;
   ranks: RankIndex;
   payout?: PayoutHook;
+  /** The query routes' cache of this process: a close forgets the window's open row at once. */
+  cache?: LeaderboardCache;
 }
 
 /** The final standings of a window: the top `size` in board order, ranked by the board's policy. */
@@ -91,6 +94,7 @@ export async function closeWindow(deps: ClosingDeps, k: WindowKey, now: number):
     return 'closed';
   });
   if (result === 'closed') {
+    deps.cache?.forgetWindow(k);
     await exportSnapshot(deps, k);
     await deps.ranks.dropBoard(`${k.tenant_id}:${k.leaderboard_id}:${k.window_key}`).catch(() => undefined);
   }

@@ -7,13 +7,13 @@ import type { RankIndex } from '../../adapters/ranks/types';
 import type { Queryable } from '../../adapters/sql/types';
 import type { Clock } from '../clock';
 import { windowAt, windowByKey } from '../windows';
+import { LeaderboardCache } from './cache';
 import { rankPolicy, type Leaderboard } from './definition';
 import { rankRun } from './ranking';
 import {
   countAbove,
   countEntries,
   getScore,
-  getWindow,
   latestClosedWindow,
   positionOf,
   standings,
@@ -25,6 +25,7 @@ export interface ResolvedWindow {
   key: WindowKey;
   /** live: read the rank index; closed: read SQL. */
   source: 'live' | 'closed';
+  /** May come from the cache: an open row up to its TTL old (see ./cache.ts). */
   row: WindowRow | null;
 }
 
@@ -45,7 +46,14 @@ export interface Page {
 export class WindowNotFound extends Error {}
 
 export class LeaderboardQueries {
-  constructor(private readonly deps: { sql: Queryable; ranks: RankIndex; clock: Clock }) {}
+  private readonly cache: LeaderboardCache;
+
+  /** Without a shared cache, a private one with TTL 0: open rows are read each time, closed (final) rows kept. */
+  constructor(
+    private readonly deps: { sql: Queryable; ranks: RankIndex; clock: Clock; cache?: LeaderboardCache },
+  ) {
+    this.cache = deps.cache ?? new LeaderboardCache({ clock: deps.clock, ttlMs: 0 });
+  }
 
   private boardKey(k: WindowKey): string {
     return `${k.tenant_id}:${k.leaderboard_id}:${k.window_key}`;
@@ -57,7 +65,7 @@ export class LeaderboardQueries {
     const current = windowAt(board.config.timeframe, this.deps.clock.now()).key;
     const at = async (key: string): Promise<ResolvedWindow> => {
       const k = { ...base, window_key: key };
-      const row = await getWindow(this.deps.sql, k);
+      const row = await this.cache.window(this.deps.sql, k);
       return { key: k, source: row?.status === 'closed' ? 'closed' : 'live', row };
     };
     if (windowKey === undefined || windowKey === '') {

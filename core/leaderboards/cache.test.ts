@@ -1,0 +1,116 @@
+import type { Queryable } from '../../adapters/sql/types';
+import { ManualClock } from '../clock';
+import { LeaderboardCache } from './cache';
+
+const key = { tenant_id: 't', leaderboard_id: 'lb', window_key: '2026-11-22' };
+
+/** A fake SQL store that answers board and window reads from mutable rows and counts the reads. */
+function fakeSql() {
+  const state = {
+    reads: 0,
+    board: null as Record<string, unknown> | null,
+    window: null as Record<string, unknown> | null,
+  };
+  const q: Queryable = {
+    query: async <R>(text: string) => {
+      state.reads++;
+      const row = text.includes('FROM leaderboards ') ? state.board : state.window;
+      return { rows: (row ? [row] : []) as R[], rowCount: row ? 1 : 0 };
+    },
+    exec: async () => undefined,
+  };
+  return { q, state };
+}
+
+const boardRow = (name: string) => ({
+  tenant_id: 't',
+  id: 'lb',
+  name,
+  description: null,
+  reward_config_id: null,
+  status: 'active',
+  config: { timeframe: { type: 'daily', timezone: 'UTC' } },
+  version: 1,
+  created_at: 0,
+  updated_at: 0,
+});
+
+const windowRow = (status: 'open' | 'closed') => ({
+  ...key,
+  starts_at: 0,
+  ends_at: 1,
+  closes_at: 1,
+  status,
+  closed_at: status === 'closed' ? 1 : null,
+  entries: status === 'closed' ? 3 : null,
+  exported: false,
+});
+
+describe('LeaderboardCache', () => {
+  test('boards: cached for the TTL, forgotten on update, misses not cached', async () => {
+    const clock = new ManualClock(1000);
+    const cache = new LeaderboardCache({ clock, ttlMs: 500 });
+    const { q, state } = fakeSql();
+
+    expect(await cache.board(q, 't', 'lb')).toBeNull();
+    state.board = boardRow('one');
+    expect((await cache.board(q, 't', 'lb'))?.name).toBe('one');
+    expect(state.reads).toBe(2);
+
+    state.board = boardRow('two');
+    clock.advance(499);
+    expect((await cache.board(q, 't', 'lb'))?.name).toBe('one');
+    clock.advance(1);
+    expect((await cache.board(q, 't', 'lb'))?.name).toBe('two');
+
+    state.board = boardRow('three');
+    cache.forgetBoard('t', 'lb');
+    expect((await cache.board(q, 't', 'lb'))?.name).toBe('three');
+    expect(state.reads).toBe(4);
+    expect(await cache.board(q, 't', 'other')).not.toBeNull(); // the fake answers any id
+    expect(state.reads).toBe(5);
+  });
+
+  test('windows: open rows for the TTL, closed rows kept, forgotten on close', async () => {
+    const clock = new ManualClock(1000);
+    const cache = new LeaderboardCache({ clock, ttlMs: 500 });
+    const { q, state } = fakeSql();
+
+    expect(await cache.window(q, key)).toBeNull();
+    state.window = windowRow('open');
+    expect((await cache.window(q, key))?.status).toBe('open');
+
+    state.window = windowRow('closed');
+    expect((await cache.window(q, key))?.status).toBe('open');
+    cache.forgetWindow(key);
+    expect((await cache.window(q, key))?.status).toBe('closed');
+
+    const reads = state.reads;
+    clock.advance(86_400_000);
+    expect((await cache.window(q, key))?.status).toBe('closed');
+    expect(state.reads).toBe(reads);
+  });
+
+  test('TTL 0 reads open rows and boards every time', async () => {
+    const cache = new LeaderboardCache({ clock: new ManualClock(1000), ttlMs: 0 });
+    const { q, state } = fakeSql();
+    state.board = boardRow('one');
+    state.window = windowRow('open');
+    await cache.board(q, 't', 'lb');
+    await cache.board(q, 't', 'lb');
+    await cache.window(q, key);
+    await cache.window(q, key);
+    expect(state.reads).toBe(4);
+  });
+
+  test('an entry from the future (clock set back) is read again', async () => {
+    const clock = new ManualClock(10_000);
+    const cache = new LeaderboardCache({ clock, ttlMs: 500 });
+    const { q, state } = fakeSql();
+    state.board = boardRow('one');
+    await cache.board(q, 't', 'lb');
+    clock.set(5_000);
+    state.board = boardRow('two');
+    expect((await cache.board(q, 't', 'lb'))?.name).toBe('two');
+  });
+});
