@@ -2,7 +2,7 @@
  * The benchmark suite of issue 7.
  *
  *   npm run bench                    quick profile (a few minutes)
- *   npm run bench -- --full          full profile (about 20 minutes): the figures of docs/performance.md
+ *   npm run bench -- --full          full profile (about 30 minutes): the figures of docs/performance.md
  *   npm run bench -- --only ingest,query [--profile] [--name NAME]
  *
  * Workloads: ingest, pipeline, query, scaling (with memory per million entries). Every figure is

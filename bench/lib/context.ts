@@ -51,7 +51,7 @@ export const PROFILES: Record<'quick' | 'full', Profile> = {
     pipeline: { events: 100_000, users: 10_000, latencyS: 20, probesPerS: 10 },
     embedded: { events: 30_000, e2eS: 8, latencyS: 15 },
     query: {
-      sizes: [10_000, 1_000_000],
+      sizes: [10_000, 1_000_000, 10_000_000],
       embeddedSizes: [10_000, 1_000_000],
       durationS: 6,
       connections: 32,

@@ -4,10 +4,10 @@
  * log file, optional node flags (--cpu-prof), and a bounded stop (SIGTERM, then SIGKILL).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, openSync } from 'node:fs';
+import { closeSync, openSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { ROOT } from './stack';
-import { progress, sleep, waitFor } from './util';
+import { Fatal, progress, sleep, waitFor } from './util';
 
 /** Every child the bench started and has not stopped yet: killed on exit whatever happens. */
 const children = new Set<ChildProcess>();
@@ -125,7 +125,9 @@ export async function startService(o: ServiceOptions): Promise<Service> {
         `${o.label} (log: ${o.logFile})`,
         o.startTimeoutMs ?? 120000,
         async () => {
-          if (dead) throw new Error(`exited during start-up; see ${o.logFile}`);
+          // A process that died will not come up: fail now, with the end of its log (the log
+          // itself is removed with the run's scratch files).
+          if (dead) throw new Fatal(`${o.label} exited during start-up: ${logTail(o.logFile)}`);
           for (const g of gateways) {
             const r = await fetch(`${g}/health`, { signal: AbortSignal.timeout(2000) });
             if (!r.ok) return undefined;
@@ -159,3 +161,11 @@ export async function procStat(pid: number): Promise<{ cpuMs: number; rssMb: num
 }
 
 export { sleep };
+
+function logTail(file: string): string {
+  try {
+    return readFileSync(file, 'utf8').trim().split('\n').slice(-5).join(' | ').slice(-1500);
+  } catch {
+    return '(no log)';
+  }
+}

@@ -78,6 +78,9 @@ export async function bounded<T>(what: string, ms: number, fn: () => Promise<T>)
   }
 }
 
+/** An error of a `waitFor` check that waiting cannot cure (e.g. the process died): thrown at once. */
+export class Fatal extends Error {}
+
 /** Polls `check` every `everyMs` until it returns a value other than undefined, within `ms`. */
 export async function waitFor<T>(
   what: string,
@@ -92,6 +95,7 @@ export async function waitFor<T>(
       const v = await check();
       if (v !== undefined) return v;
     } catch (err) {
+      if (err instanceof Fatal) throw err;
       lastErr = err;
     }
     if (Date.now() > deadline)
