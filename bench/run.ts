@@ -29,7 +29,7 @@ import { scalingWorkload } from './workloads/scaling';
 const WORKLOADS: Record<string, { run: (b: Bench) => Promise<void>; limitMin: number }> = {
   ingest: { run: ingestWorkload, limitMin: 10 },
   pipeline: { run: pipelineWorkload, limitMin: 14 },
-  query: { run: queryWorkload, limitMin: 12 },
+  query: { run: queryWorkload, limitMin: 25 },
   scaling: { run: scalingWorkload, limitMin: 14 },
 };
 

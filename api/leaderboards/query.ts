@@ -105,8 +105,8 @@ export function leaderboardQueryRoutes(deps: LeaderboardQueryDeps): RouteSpec[] 
       summary: "The user's rank in the latest window",
       handler: async ({ params, tenant }) => {
         const b = await board(tenant!.id, params.leaderboard_id!);
-        const w = await resolve(b, undefined);
-        const r = await deps.queries.rankOf(b, w, params.user_id!);
+        const { window: w, me } = await deps.queries.latestWith(b, params.user_id!);
+        const r = await deps.queries.rankOf(b, w, me);
         return {
           leaderboard_id: b.leaderboard_id,
           window_key: w.key.window_key,
@@ -121,8 +121,7 @@ export function leaderboardQueryRoutes(deps: LeaderboardQueryDeps): RouteSpec[] 
       summary: "The user's score in the latest window",
       handler: async ({ params, tenant }) => {
         const b = await board(tenant!.id, params.leaderboard_id!);
-        const w = await resolve(b, undefined);
-        const me = await deps.queries.locate(w, params.user_id!);
+        const { window: w, me } = await deps.queries.latestWith(b, params.user_id!);
         return {
           leaderboard_id: b.leaderboard_id,
           window_key: w.key.window_key,

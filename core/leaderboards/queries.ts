@@ -43,6 +43,12 @@ export interface Page {
   limit: number;
 }
 
+/** A user's entry in a window: 0-based position and score. */
+export interface Located {
+  position: number;
+  score: number;
+}
+
 export class WindowNotFound extends Error {}
 
 export class LeaderboardQueries {
@@ -132,7 +138,7 @@ export class LeaderboardQueries {
   }
 
   /** The user's entry and 0-based position, or null. */
-  async locate(w: ResolvedWindow, userId: string): Promise<{ position: number; score: number } | null> {
+  async locate(w: ResolvedWindow, userId: string): Promise<Located | null> {
     if (w.source === 'live') {
       const e = await this.deps.ranks.get(this.boardKey(w.key), userId);
       return e ? { position: e.position, score: e.score } : null;
@@ -161,12 +167,34 @@ export class LeaderboardQueries {
     return { ...(await this.page(board, w, offset, limit)), found: me !== null };
   }
 
+  /**
+   * The latest window (the rule of an omitted key) with the user's entry in it. A user with a live
+   * score gets both from one rank-index call: the live window has data, since the user is in it.
+   */
+  async latestWith(
+    board: Leaderboard,
+    userId: string,
+  ): Promise<{ window: ResolvedWindow; me: Located | null }> {
+    const key = {
+      tenant_id: board.tenant_id,
+      leaderboard_id: board.leaderboard_id,
+      window_key: windowAt(board.config.timeframe, this.deps.clock.now()).key,
+    };
+    const row = await this.cache.window(this.deps.sql, key);
+    if (row?.status !== 'closed') {
+      const e = await this.deps.ranks.get(this.boardKey(key), userId);
+      if (e) return { window: { key, source: 'live', row }, me: { position: e.position, score: e.score } };
+    }
+    const w = await this.resolve(board, undefined);
+    return { window: w, me: await this.locate(w, userId) };
+  }
+
+  /** The rank of an entry found by `locate` or `latestWith` under the board's rank policy. */
   async rankOf(
     board: Leaderboard,
     w: ResolvedWindow,
-    userId: string,
+    me: Located | null,
   ): Promise<{ found: boolean; rank: number; score: number }> {
-    const me = await this.locate(w, userId);
     if (!me) return { found: false, rank: 0, score: 0 };
     const policy = rankPolicy(board.config);
     if (policy === 'unique') return { found: true, rank: me.position + 1, score: me.score };
