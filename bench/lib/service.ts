@@ -162,7 +162,8 @@ export async function procStat(pid: number): Promise<{ cpuMs: number; rssMb: num
 
 export { sleep };
 
-function logTail(file: string): string {
+/** The last lines of a log file, on one line (for error messages). */
+export function logTail(file: string): string {
   try {
     return readFileSync(file, 'utf8').trim().split('\n').slice(-5).join(' | ').slice(-1500);
   } catch {

@@ -37,7 +37,7 @@ import {
 import { setUp, type Definitions } from '../lib/inproc';
 import { runProbes, type ProbeResult } from '../lib/probes';
 import { profiled, type ProfileClock } from '../lib/profiling';
-import { startService, type Service } from '../lib/service';
+import { logTail, startService, type Service } from '../lib/service';
 import { distributedEnv, type Deployment } from '../lib/stack';
 import { figure, progress, sleep, uniqueName } from '../lib/util';
 import { runWrk } from '../lib/wrk';
@@ -362,18 +362,26 @@ async function distributedLatency(b: Bench, redis: Redis): Promise<void> {
         for (const u of users) pl.hexists(hKey, u);
         return ((await pl.exec()) ?? []).map(([, v]) => v === 1);
       };
-      // Wait until the processors have joined the group and apply events: one probe must show up.
-      const warm = await runProbes({
-        ingestUrl: ing.url.ingest,
-        token,
-        tag: uniqueName('warm'),
-        perS: 1,
-        durationS: 0.5,
-        isVisible,
-        pollMs: 20,
-        drainMs: 60000,
-      });
-      if (warm.visible === 0) throw new Error('latency: the warm-up probe never became visible');
+      // Wait until the processors have joined the group and apply events: one probe must show up
+      // (a fresh probe per attempt: the group may still be forming when the first is sent).
+      let warm = { visible: 0 };
+      for (let attempt = 1; attempt <= 3 && warm.visible === 0; attempt++) {
+        warm = await runProbes({
+          ingestUrl: ing.url.ingest,
+          token,
+          tag: uniqueName('warm'),
+          perS: 1,
+          durationS: 0.5,
+          isVisible,
+          pollMs: 20,
+          drainMs: 60000,
+        });
+        if (warm.visible === 0) progress(`latency: warm-up probe ${attempt}/3 not visible after 60 s`);
+      }
+      if (warm.visible === 0)
+        throw new Error(
+          `latency: no warm-up probe became visible (processors log: ${logTail(`${b.tmp}/latency-distributed.log`)})`,
+        );
       const load = runChild<unknown>(
         'bench/lib/pacer.ts',
         {
