@@ -12,6 +12,7 @@ import {
   tenantToken,
   type TestApp,
 } from '../support/app';
+import { clearOfWindowEdge } from '../support/wait';
 
 describe.each(SHAPES)('rate limits [%s]', (shape) => {
   let app: TestApp;
@@ -31,6 +32,7 @@ describe.each(SHAPES)('rate limits [%s]', (shape) => {
     const other = await createTenant(app);
     const h = { authorization: `Bearer ${await tenantToken(t)}` };
     const statuses: number[] = [];
+    await clearOfWindowEdge();
     for (let i = 0; i < 6; i++) {
       const r = await call('GET', `${app.url.query}/v1/whoami`, { headers: h });
       statuses.push(r.status);
@@ -62,6 +64,7 @@ describe.each(SHAPES)('rate limits [%s]', (shape) => {
   it('answers RATE_001 on the signed variant', async () => {
     const t = await createTenant(app);
     const codes: Array<string | undefined> = [];
+    await clearOfWindowEdge();
     for (let i = 0; i < 4; i++) {
       const ts = String(Math.floor(Date.now() / 1000));
       const r = await call('GET', `${app.url.ingest}/v1/whoami`, {
@@ -93,6 +96,7 @@ describe('rate limits [distributed] are shared by two instances', () => {
       const t = await createTenant(one);
       const h = { authorization: `Bearer ${await tenantToken(t)}` };
       const statuses: number[] = [];
+      await clearOfWindowEdge();
       for (let i = 0; i < 4; i++) {
         statuses.push((await call('GET', `${one.url.query}/v1/whoami`, { headers: h })).status);
         statuses.push((await call('GET', `${two.url.query}/v1/whoami`, { headers: h })).status);

@@ -51,3 +51,13 @@ export async function waitFor<T>(
     `timed out after ${timeoutMs} ms waiting for ${opts.what ?? 'a condition'}${cause}${detail}`,
   );
 }
+
+/**
+ * Rate limits count in fixed windows (adapters/ratelimit): a test that counts hits against a
+ * per-minute budget must not straddle a minute boundary, or the budget restarts mid-test. Waits
+ * until at least `marginMs` are left in the current window.
+ */
+export async function clearOfWindowEdge(windowMs = 60_000, marginMs = 5_000): Promise<void> {
+  const left = windowMs - (Date.now() % windowMs);
+  if (left < marginMs) await new Promise((r) => setTimeout(r, left + 50));
+}
