@@ -88,7 +88,13 @@ export function buildOpenApi(
     info: {
       title: TITLES[gateway],
       version,
-      description: 'See docs/ for guides. Errors use the envelope {error: {code, message, status}}.',
+      description:
+        'See docs/ for guides. Errors use the envelope {error: {code, message, status}}.' +
+        (gateway === 'query'
+          ? ' Live leaderboard updates: GET /v1/leaderboards/{leaderboard_id}/ws upgrades to a WebSocket' +
+            ' (not an HTTP operation, so not listed below); its messages, close codes and limits are in' +
+            ' docs/leaderboards.md, "Live updates over WebSocket".'
+          : ''),
     },
     paths,
     components: {

@@ -22,7 +22,7 @@ export function allRoutes(ctx: AppContext): RouteSpec[] {
   const { sql } = adapters;
   const queries = new LeaderboardQueries({ sql, ranks: adapters.ranks, clock, cache: services.leaderboards });
   return [
-    ...operatorRoutes(services),
+    ...operatorRoutes(services, { sql }),
     ...authRoutes(),
     ...ingestRoutes({ eventLog: adapters.eventLog, clock }),
     ...leaderboardAdminRoutes({ ...closingDeps(ctx), clock }),

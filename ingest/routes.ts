@@ -45,8 +45,11 @@ export function ingestRoutes(deps: IngestDeps): RouteSpec[] {
       summary: 'Send one event; 202 once the event log holds it (200 on the signed-request variant)',
       tag: 'Events',
       auth,
+      bodyRule: 'handler',
       handler: async (req) => {
         const signed = isSigned(req);
+        // An empty body: VAL_001 on the signed variant (api/http/route.ts), 400 otherwise.
+        if (req.body === undefined) throw errors.validation('Request body is required');
         const parsed = parseEvent(req.body, {
           tenantId: req.tenant!.id,
           principal: req.principal!,
@@ -76,6 +79,7 @@ export function ingestRoutes(deps: IngestDeps): RouteSpec[] {
       tag: 'Events',
       auth,
       body: 'event.bulk',
+      bodyRule: 'handler',
       status: 202,
       handler: async (req) => {
         const signed = isSigned(req);

@@ -313,7 +313,7 @@ describe('consumer framework [local log on PGlite]', () => {
     await waitFor(() => p.stoppedBecause(), { what: 'two dead letters within 300 ms to stop it' });
   });
 
-  it('retries a batch whose apply threw, with its effects exactly once', async () => {
+  it('retries a batch whose apply threw record by record, with its effects exactly once', async () => {
     const group = uniqueName('g');
     let attempts = 0;
     const byType = applyByType(group);
@@ -334,9 +334,112 @@ describe('consumer framework [local log on PGlite]', () => {
       sortIds(records.filter((r) => r.type === 'ok')),
     );
     expect(await deadLetters(group)).toHaveLength(1);
-    // The failed attempt applied nothing, so the retry sees every record as fresh.
-    expect(calls[1]).toMatchObject({ fresh: [0, 1, 2, 3], replayed: [] });
-    expect(logLines.some((l) => l.includes('transient failure after writing'))).toBe(true);
+    // The failed attempt applied nothing; the retry takes the records one transaction each.
+    expect(calls[0]).toMatchObject({ fresh: [0, 1, 2, 3], replayed: [] });
+    expect(calls.slice(1, 5)).toEqual([
+      { partition: calls[0]!.partition, fresh: [0], replayed: [], nextOffset: 1 },
+      { partition: calls[0]!.partition, fresh: [1], replayed: [], nextOffset: 2 },
+      { partition: calls[0]!.partition, fresh: [2], replayed: [], nextOffset: 3 },
+      { partition: calls[0]!.partition, fresh: [3], replayed: [], nextOffset: 4 },
+    ]);
+  });
+
+  it('dead-letters a record whose apply throws, with the error as reason, and applies the rest of its batch', async () => {
+    const group = uniqueName('g');
+    const metrics = new Metrics(false);
+    // A processor step that throws for a marked record (type "throws"), after writing effects.
+    const byType = applyByType(group);
+    const p: Processor<EventRecord> = {
+      group,
+      topic: TOPIC,
+      async apply(q, batch) {
+        const res = await byType(q, batch);
+        const bad = batch.fresh.find((r) => r.value.type === 'throws');
+        if (bad) throw new TypeError(`cannot apply ${bad.value.event_id}`);
+        return res;
+      },
+    };
+    const r = await startProcessor({ ...deps(), metrics }, p);
+    running.push(r);
+    const records = [
+      record('ok'),
+      record('ok'),
+      { ...record('ok'), type: 'throws' },
+      record('ok'),
+      record('skip'),
+    ];
+    await append(records);
+    await drained(group);
+
+    // Every other record applied exactly once; the throwing one is a dead letter, once.
+    expect((await effects(group)).map((e) => e.event_id)).toEqual(
+      sortIds(records.filter((x) => x.type === 'ok')),
+    );
+    const dead = await deadLetters(group);
+    expect(dead).toEqual([
+      expect.objectContaining({
+        offset: 2,
+        key: 't1:u1',
+        reason: `TypeError: cannot apply ${records[2]!.event_id}`,
+        payload: records[2],
+      }),
+    ]);
+    expect((await stored(group)).get(log.partitionFor(TOPIC, 't1:u1'))).toBe(5);
+    expect(r.stoppedBecause()).toBeNull();
+    const counted = await metrics.deadLetters.get();
+    expect(counted.values).toEqual([
+      expect.objectContaining({ labels: { group, reason_class: 'TypeError' }, value: 1 }),
+    ]);
+
+    // The partition goes on: later records apply in ordinary batches, the dead letter stays once.
+    const later = [record('ok'), record('ok')];
+    await append(later);
+    await drained(group);
+    expect(await effects(group)).toHaveLength(5);
+    expect(await deadLetters(group)).toHaveLength(1);
+  });
+
+  it('retries a batch whole, dead-lettering nothing, when the store itself fails', async () => {
+    const group = uniqueName('g');
+    let failures = 0;
+    const byType = applyByType(group);
+    const { calls } = await start(group, {
+      apply: async (q, batch) => {
+        if (failures < 2) {
+          failures++;
+          // What a Postgres restart looks like to a transaction (SQLSTATE 57P01).
+          throw Object.assign(new Error('terminating connection due to administrator command'), {
+            code: '57P01',
+          });
+        }
+        return byType(q, batch);
+      },
+    });
+    const records = [record('ok'), record('poison'), record('ok')];
+    await append(records);
+    await drained(group);
+    expect(await deadLetters(group)).toHaveLength(1); // the typed poison record only
+    expect((await effects(group)).map((e) => e.event_id)).toEqual(
+      sortIds(records.filter((x) => x.type === 'ok')),
+    );
+    // Every attempt took the whole batch: no record-by-record fallback.
+    expect(calls.every((c) => c.fresh.length === 3)).toBe(true);
+  });
+
+  it('stops the consumer when thrown records pass the dead-letter limit', async () => {
+    const group = uniqueName('g');
+    // A poison deployment: every record throws.
+    const { running: p } = await start(group, {
+      maxDeadLetters: 2,
+      apply: async () => {
+        throw new Error('bad deployment');
+      },
+    });
+    await append([record('ok'), record('ok'), record('ok'), record('ok')]);
+    await waitFor(() => p.stoppedBecause(), { what: 'the processor to stop' });
+    expect(p.stoppedBecause()).toMatch(/limit 2/);
+    expect((await deadLetters(group)).map((d) => d.offset)).toEqual([0, 1]);
+    expect((await stored(group)).get(log.partitionFor(TOPIC, 't1:u1'))).toBe(2);
   });
 
   it('redelivers a batch whose afterCommit threw as replayed, never as fresh', async () => {

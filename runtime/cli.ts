@@ -11,6 +11,7 @@ import { ALL_SCOPES, FEATURES } from '../api/auth/scopes';
 import { systemClock } from '../core/clock';
 import { SecretBox } from '../core/tenancy/secrets';
 import { TenancyError, TenantStore } from '../core/tenancy/store';
+import { listDeadLetters } from '../processors/dead-letters';
 import { openApp } from './app';
 import { localSecrets } from './secrets-files';
 import { openSql, StartupError } from './compose';
@@ -18,6 +19,8 @@ import { welcome } from './welcome';
 import { ConfigError, loadConfig, ROLES, type Config } from './config';
 import { createLogger } from './logger';
 import { startRoles } from './roles';
+import { mintToken, parseExpiresIn, type TokenKind } from './tokens';
+import { version } from '../package.json';
 
 function fail(err: unknown): never {
   if (err instanceof ConfigError || err instanceof StartupError) {
@@ -129,6 +132,7 @@ const program = new Command();
 program
   .name('ludus')
   .description('Ludus gamification back end')
+  .version(version, '-V, --version', 'print the version')
   .showHelpAfterError()
   .configureOutput({ writeErr: (s) => process.stderr.write(s) });
 
@@ -262,6 +266,105 @@ keys
       if (!k) throw new ConfigError('key_id', `API key ${id} not found`);
       print(!!opts.json, k, () => `API key ${k.id} revoked at ${k.revoked_at}`);
     }).catch(fail),
+  );
+
+program
+  .command('tokens')
+  .description(
+    'Mint a token (shown once): a tenant JWT (--tenant), an end-user JWT (--tenant and --user) or an admin JWT (--admin-key); prints the token alone, or JSON with --json',
+  )
+  .option(
+    '--tenant <tenant_id>',
+    'tenant token for the ingestion and query gateways, signed with its jwt_secret',
+  )
+  .option('--user <user_id>', 'with --tenant: an end-user token for this user')
+  .option(
+    '--admin-key <key_id>',
+    'admin token for the admin gateway, signed with this API key (id from keys list)',
+  )
+  .option('--expires-in <duration>', 'lifetime: 90s, 15m, 1h, 30d (at most 366d)', '1h')
+  .option('--json', 'print JSON')
+  .action((opts: { tenant?: string; user?: string; adminKey?: string; expiresIn: string; json?: boolean }) =>
+    withTenantStore(async (store) => {
+      const expiresIn = parseExpiresIn('--expires-in', opts.expiresIn);
+      if ((opts.tenant === undefined) === (opts.adminKey === undefined))
+        throw new ConfigError('tokens', 'give either --tenant (with --user for an end user) or --admin-key');
+      if (opts.user !== undefined && (opts.user === '' || Buffer.byteLength(opts.user) > 256))
+        throw new ConfigError('--user', 'must be 1 to 256 bytes');
+      let kind: TokenKind;
+      let secret: string;
+      if (opts.adminKey !== undefined) {
+        if (opts.user !== undefined) throw new ConfigError('--user', 'goes with --tenant, not --admin-key');
+        const found = await store.getApiKeyForJwt(opts.adminKey);
+        if (!found) throw new ConfigError('--admin-key', `API key ${opts.adminKey} not found or revoked`);
+        kind = { sub_type: 'admin', key_id: opts.adminKey };
+        secret = found.plaintext;
+      } else {
+        const t = await store.getTenantSecrets(opts.tenant!);
+        if (!t) throw new ConfigError('--tenant', `tenant ${opts.tenant} not found`);
+        kind =
+          opts.user === undefined
+            ? { sub_type: 'tenant', tenant_id: t.tenant.id }
+            : { sub_type: 'user', tenant_id: t.tenant.id, user_id: opts.user };
+        secret = t.jwtSecret;
+      }
+      const minted = await mintToken(kind, secret, Math.floor(systemClock.now() / 1000), expiresIn);
+      print(!!opts.json, { ...kind, ...minted }, () => minted.token);
+    }).catch(fail),
+  );
+
+const deadLetters = program
+  .command('dead-letters')
+  .description('Records the consumers could not apply, with the reason (docs/operations.md "Dead letters")');
+deadLetters
+  .command('list')
+  .description('List dead letters, newest first')
+  .option('--consumer <group>', 'only this consumer group, e.g. ludus.pipeline')
+  .option('--partition <n>', 'only this partition')
+  .option('--limit <n>', 'page size, 1 to 1000', '100')
+  .option('--cursor <cursor>', 'the next_cursor printed by the previous page')
+  .option('--json', 'print JSON')
+  .action((opts: { consumer?: string; partition?: string; limit: string; cursor?: string; json?: boolean }) =>
+    (async () => {
+      const int = (name: string, v: string, min: number, max: number) => {
+        const n = Number(v);
+        if (!/^[0-9]+$/.test(v) || n < min || n > max)
+          throw new ConfigError(name, `must be an integer from ${min} to ${max}`);
+        return n;
+      };
+      const filter = {
+        consumer: opts.consumer,
+        partition: opts.partition === undefined ? undefined : int('--partition', opts.partition, 0, 100000),
+        limit: int('--limit', opts.limit, 1, 1000),
+        cursor: opts.cursor,
+      };
+      if (filter.cursor !== undefined && !/^[0-9]{1,18}$/.test(filter.cursor))
+        throw new ConfigError('--cursor', 'must be the next_cursor of a previous page');
+      const cfg = config();
+      const sql = await openSql(cfg);
+      try {
+        await migrate(sql);
+        const page = await listDeadLetters(sql, filter);
+        print(!!opts.json, page, () => {
+          const rows = page.dead_letters.map((d) => ({
+            ...d,
+            reason: d.reason.length > 80 ? `${d.reason.slice(0, 77)}...` : d.reason,
+          }));
+          const t = table(rows as never, [
+            'id',
+            'consumer',
+            'partition',
+            'offset',
+            'key',
+            'reason',
+            'created_at',
+          ]);
+          return page.next_cursor ? `${t}\nmore: --cursor ${page.next_cursor}` : t;
+        });
+      } finally {
+        await sql.close();
+      }
+    })().catch(fail),
   );
 
 program.parseAsync(process.argv).catch(fail);

@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import type { Analytics } from '../adapters/analytics/types';
 import type { EventLog } from '../adapters/eventlog/types';
 import type { RankIndex } from '../adapters/ranks/types';
+import { DataDirInUse } from '../adapters/sql/dirlock';
 import { migrate } from '../adapters/sql/migrate';
 import type { Sql } from '../adapters/sql/types';
 import { systemClock, type Clock } from '../core/clock';
@@ -47,6 +48,7 @@ export async function connect<T>(
       }),
     ]);
   } catch (err) {
+    if (err instanceof StartupError) throw err;
     throw new StartupError(variable, `cannot reach ${what}: ${(err as Error).message}`);
   } finally {
     clearTimeout(timer);
@@ -80,7 +82,15 @@ export async function openSql(config: Config): Promise<Sql> {
     `embedded Postgres in ${dir}`,
     'LUDUS_DATA_DIR',
     Math.max(config.connectTimeoutMs, 60000),
-    () => PgliteSql.open(dir),
+    () =>
+      PgliteSql.open(dir).catch((err: unknown) => {
+        if (!(err instanceof DataDirInUse)) throw err;
+        const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host;
+        throw new StartupError(
+          'LUDUS_DATA_DIR',
+          `data directory ${config.dataDir} is in use by process ${err.pid} (a running Ludus server); stop it, or use its operator API at http://${host}:${config.ports.admin}/v1/tenants instead`,
+        );
+      }),
   );
 }
 

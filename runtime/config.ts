@@ -16,6 +16,13 @@ export interface Config {
   dataDir: string;
   host: string;
   ports: { ingest: number; admin: number; query: number };
+  /**
+   * Port of the operations listener (/health, /ready, /metrics; runtime/ops.ts), null: none.
+   * LUDUS_OPS_PORT unset: 8083 in a process that runs no gateway role (ingest, api), none in one
+   * that does (its gateways serve the same three routes); a number: that port in every process;
+   * `off`: none.
+   */
+  opsPort: number | null;
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
   /** Adapter choice per port; LUDUS_SHAPE sets all four, each may be overridden. */
   adapters: {
@@ -51,8 +58,30 @@ export interface Config {
   dedupeWindowMs: number;
   /** How often the scheduler ticks, ms. */
   schedulerIntervalMs: number;
-  /** Live leaderboard WebSockets: how often a page is re-read, and the ping interval, ms. */
-  live: { throttleMs: number; pingMs: number };
+  /** Live leaderboard WebSockets (docs/leaderboards.md "Live updates"). */
+  live: {
+    /** How often a watched page is re-read (once per distinct page, shared by its sockets), ms. */
+    throttleMs: number;
+    /** Ping interval, ms; a socket that misses a pong is dropped at the next. */
+    pingMs: number;
+    /** How often open sockets' tenants are re-checked (suspension, rotated secrets), ms. */
+    recheckMs: number;
+    /** Open sockets per process: in all, per tenant, per end user. */
+    maxConnections: number;
+    maxPerTenant: number;
+    maxPerUser: number;
+  };
+  /** Every HTTP listener (docs/operations.md "Limits, timeouts and caps"). */
+  http: {
+    /** A request's headers must arrive within this, ms. */
+    headersTimeoutMs: number;
+    /** A whole request (headers and body) must arrive within this, ms. */
+    requestTimeoutMs: number;
+    /** An idle keep-alive connection is closed after this, ms. */
+    keepAliveTimeoutMs: number;
+    /** Open connections from one client address per listener; 0: no cap. */
+    maxConnectionsPerAddress: number;
+  };
   /** How long start-up waits for each external store before giving up, in ms. */
   connectTimeoutMs: number;
   /** How long graceful shutdown waits for in-flight work, in ms. */
@@ -259,6 +288,14 @@ export function loadConfig(env: Env = process.env): Config {
       admin: int('LUDUS_ADMIN_PORT', 8081, 0, 65535),
       query: int('LUDUS_QUERY_PORT', 8082, 0, 65535),
     },
+    opsPort:
+      str('LUDUS_OPS_PORT', '') === 'off'
+        ? null
+        : opt('LUDUS_OPS_PORT') !== null
+          ? int('LUDUS_OPS_PORT', 8083, 0, 65535)
+          : roles.includes('ingest') || roles.includes('api')
+            ? null
+            : 8083,
     logLevel: oneOf(
       'LUDUS_LOG_LEVEL',
       ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'],
@@ -292,7 +329,17 @@ export function loadConfig(env: Env = process.env): Config {
     live: {
       throttleMs: int('LUDUS_LIVE_THROTTLE_MS', 1000, 50, 60000),
       pingMs: int('LUDUS_LIVE_PING_MS', 30000, 100, 600000),
+      recheckMs: int('LUDUS_LIVE_RECHECK_MS', 2000, 50, 600000),
+      maxConnections: int('LUDUS_LIVE_MAX_CONNECTIONS', 10000, 1, 1000000),
+      maxPerTenant: int('LUDUS_LIVE_MAX_PER_TENANT', 1000, 1, 1000000),
+      maxPerUser: int('LUDUS_LIVE_MAX_PER_USER', 5, 1, 1000000),
     },
+    http: httpLimits(
+      int('LUDUS_HTTP_HEADERS_TIMEOUT_MS', 10000, 100, 600000),
+      int('LUDUS_HTTP_REQUEST_TIMEOUT_MS', 30000, 100, 3600000),
+      int('LUDUS_HTTP_KEEP_ALIVE_TIMEOUT_MS', 5000, 100, 600000),
+      int('LUDUS_HTTP_MAX_CONNECTIONS_PER_ADDRESS', 256, 0, 1000000),
+    ),
     connectTimeoutMs: int('LUDUS_CONNECT_TIMEOUT_MS', 10000, 100, 600000),
     shutdownTimeoutMs: int('LUDUS_SHUTDOWN_TIMEOUT_MS', 15000, 0, 600000),
     webhooks: {
@@ -308,6 +355,21 @@ export function loadConfig(env: Env = process.env): Config {
       pollMs: int('LUDUS_WEBHOOK_POLL_MS', 500, 10, 60000),
     },
   };
+}
+
+function httpLimits(
+  headersTimeoutMs: number,
+  requestTimeoutMs: number,
+  keepAliveTimeoutMs: number,
+  maxConnectionsPerAddress: number,
+): Config['http'] {
+  if (headersTimeoutMs > requestTimeoutMs) {
+    throw new ConfigError(
+      'LUDUS_HTTP_HEADERS_TIMEOUT_MS',
+      `must not exceed LUDUS_HTTP_REQUEST_TIMEOUT_MS (${requestTimeoutMs}) (got "${headersTimeoutMs}")`,
+    );
+  }
+  return { headersTimeoutMs, requestTimeoutMs, keepAliveTimeoutMs, maxConnectionsPerAddress };
 }
 
 function secretKey(raw: string | null, distributed: boolean): Buffer | null {

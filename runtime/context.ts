@@ -32,5 +32,11 @@ export function mountDeps(ctx: AppContext, gateway: 'ingest' | 'admin' | 'query'
 
 /** What closing a leaderboard window needs: stores and the reward payout. */
 export function closingDeps(ctx: AppContext): ClosingDeps {
-  return { ...ctx.adapters, payout: payoutHook(ctx.services.granter), cache: ctx.services.leaderboards };
+  return {
+    ...ctx.adapters,
+    payout: payoutHook(ctx.services.granter),
+    cache: ctx.services.leaderboards,
+    log: ctx.log,
+    metrics: ctx.metrics,
+  };
 }

@@ -11,6 +11,11 @@ export class Metrics {
   readonly consumerRecords: Counter<'group' | 'topic' | 'outcome'>;
   readonly consumerBatchSeconds: Histogram<'group' | 'topic'>;
   readonly consumerLag: Gauge<'group' | 'topic' | 'partition'>;
+  readonly deadLetters: Counter<'group' | 'reason_class'>;
+  readonly skippedRows: Counter<'stage' | 'reason_class'>;
+  readonly schedulerJobFailures: Counter<'job'>;
+  readonly schedulerJobBackoff: Gauge<'job'>;
+  readonly schedulerItemFailures: Counter<'job'>;
 
   constructor(withDefaults = true) {
     if (withDefaults) collectDefaultMetrics({ register: this.registry, prefix: 'ludus_' });
@@ -45,6 +50,36 @@ export class Metrics {
       name: 'ludus_consumer_lag_records',
       help: 'End offset minus stored offset, per partition',
       labelNames: ['group', 'topic', 'partition'],
+      registers,
+    });
+    this.deadLetters = new Counter({
+      name: 'ludus_dead_letters_total',
+      help: 'Records written to the dead_letters table, by consumer group and reason class (docs/operations.md "Dead letters")',
+      labelNames: ['group', 'reason_class'],
+      registers,
+    });
+    this.skippedRows = new Counter({
+      name: 'ludus_skipped_rows_total',
+      help: 'Rows a derived store (rank index, analytics) refused and that were skipped, by stage and reason class',
+      labelNames: ['stage', 'reason_class'],
+      registers,
+    });
+    this.schedulerJobFailures = new Counter({
+      name: 'ludus_scheduler_job_failures_total',
+      help: 'Scheduler job runs that failed as a whole',
+      labelNames: ['job'],
+      registers,
+    });
+    this.schedulerJobBackoff = new Gauge({
+      name: 'ludus_scheduler_job_backoff_seconds',
+      help: 'How long a failing scheduler job waits before its next run (0 when healthy)',
+      labelNames: ['job'],
+      registers,
+    });
+    this.schedulerItemFailures = new Counter({
+      name: 'ludus_scheduler_item_failures_total',
+      help: 'Items a scheduler job failed on and skipped (retried later with backoff), by job',
+      labelNames: ['job'],
       registers,
     });
   }

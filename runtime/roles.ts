@@ -1,7 +1,7 @@
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { buildAdminGateway } from '../api/admin';
-import { closeServer, listen, type Gateway, type GatewayName } from '../api/http/gateway';
+import { closeServer, listen, type Gateway, type GatewayName, type ListenerName } from '../api/http/gateway';
 import { buildQueryGateway } from '../api/query';
 import { attachLiveLeaderboards, LIVE_DEFAULTS } from '../api/leaderboards/live';
 import { LeaderboardQueries } from '../core/leaderboards/queries';
@@ -18,9 +18,12 @@ import { pipelineProcessor } from '../processors/pipeline/pipeline';
 import { EVENTS_TOPIC } from '../schemas/topics';
 import type { Role } from './config';
 import { closingDeps, type AppContext } from './context';
+import { buildOpsListener } from './ops';
+import { registerDeadLetterGauge, registerWebhookQueueGauge } from './store-metrics';
 
 export interface Listening {
-  gateway: GatewayName;
+  /** A gateway, or `ops`: the operations listener (runtime/ops.ts). */
+  gateway: ListenerName;
   server: Server;
   url: string;
 }
@@ -58,8 +61,9 @@ export async function startRoles(ctx: AppContext, roles: Role[] = ctx.config.rol
 
   try {
     const gateways = buildGateways(ctx);
-    const serve = async (name: GatewayName, port: number) => {
-      const server = await listen(gateways[name], config.host, port);
+    const serve = async (name: ListenerName, port: number) => {
+      const app = name === 'ops' ? buildOpsListener(ctx, roles) : gateways[name];
+      const server = await listen(app, config.host, port, config.http, log);
       const { port: bound } = server.address() as AddressInfo;
       const host = config.host === '0.0.0.0' ? '127.0.0.1' : config.host;
       listening.push({ gateway: name, server, url: `http://${host}:${bound}` });
@@ -79,28 +83,42 @@ export async function startRoles(ctx: AppContext, roles: Role[] = ctx.config.rol
       });
       const live = attachLiveLeaderboards(
         listening.find((l) => l.gateway === 'query')!.server,
-        { sql: ctx.adapters.sql, queries, auth: ctx.services.auth, log },
-        { ...LIVE_DEFAULTS, throttleMs: config.live.throttleMs, pingMs: config.live.pingMs },
+        {
+          sql: ctx.adapters.sql,
+          queries,
+          auth: ctx.services.auth,
+          log,
+          clock: ctx.clock,
+          rateLimiter: ctx.services.rateLimiter,
+          rateLimit: config.rateLimits.query,
+          registry: ctx.metrics.registry,
+        },
+        { ...LIVE_DEFAULTS, ...config.live },
       );
       closers.push(async () => live.close());
     }
+    const gauges = { sql: ctx.adapters.sql, registry: ctx.metrics.registry, log };
+    if (roles.includes('processors') || roles.includes('analytics')) registerDeadLetterGauge(gauges);
+    if (roles.includes('dispatcher')) registerWebhookQueueGauge(gauges);
+    if (config.opsPort !== null) await serve('ops', config.opsPort);
     if (roles.includes('processors')) {
       const pipeline = pipelineProcessor({
         ...ctx.adapters,
         wallet: ctx.services.wallet,
         clock: ctx.clock,
         log,
+        metrics: ctx.metrics,
       });
       consumers.push(await startProcessor({ ...ctx.adapters, log, metrics: ctx.metrics }, pipeline));
     }
     if (roles.includes('analytics')) {
       consumers.push(await startAnalyticsSink({ ...ctx.adapters, log, metrics: ctx.metrics }));
-      consumers.push(startLedgerExport({ ...ctx.adapters, log }));
+      consumers.push(startLedgerExport({ ...ctx.adapters, log, metrics: ctx.metrics }));
     }
     if (roles.includes('scheduler')) {
       const closing = { ...closingDeps(ctx), log };
       const scheduler = new Scheduler(
-        { sql: ctx.adapters.sql, clock: ctx.clock, log },
+        { sql: ctx.adapters.sql, clock: ctx.clock, log, metrics: ctx.metrics },
         [
           closeWindowsJob(closing),
           purgeDedupeJob(closing, config.dedupeWindowMs),

@@ -62,6 +62,7 @@ export function buildServices(
     rootKey: keys.rootKey,
     signatureSkewSeconds: config.signatureSkewSeconds,
     tenantCacheMs: config.tenantCacheMs,
+    replay: rateLimiter,
   });
   const wallet = new Wallet();
   const granter = new Granter(wallet);

@@ -1,18 +1,21 @@
 /**
  * First embedded start: create a `demo` tenant and an API key for it, and print them once with a
  * ready-to-paste curl line per gateway. Also prints a root key generated on this start.
+ *
+ * The banner goes to stderr, never to stdout where the JSON logs go: a log pipeline or file
+ * collecting stdout does not receive secrets.
  */
-import { SignJWT } from 'jose';
 import { ALL_SCOPES } from '../api/auth/scopes';
 import type { OpenedApp } from './app';
 import type { RunningRoles } from './roles';
+import { mintToken } from './tokens';
 
 const DEMO_TENANT = 'demo';
 
 export async function welcome(
   app: OpenedApp,
   running: RunningRoles,
-  out: (s: string) => void = (s) => process.stdout.write(s),
+  out: (s: string) => void = (s) => process.stderr.write(s),
 ): Promise<void> {
   const { ctx } = app;
   const lines: string[] = [];
@@ -32,11 +35,12 @@ export async function welcome(
       scopes: ALL_SCOPES.filter((s) => s === '*'),
     });
     const now = Math.floor(ctx.clock.now() / 1000);
-    const tenantJwt = await new SignJWT({ sub_type: 'tenant', sub_id: DEMO_TENANT })
-      .setProtectedHeader({ alg: 'HS256' })
-      .setIssuedAt(now)
-      .setExpirationTime(now + 30 * 86400)
-      .sign(new TextEncoder().encode(demo.jwtSecret));
+    const { token: tenantJwt } = await mintToken(
+      { sub_type: 'tenant', tenant_id: DEMO_TENANT },
+      demo.jwtSecret,
+      now,
+      30 * 86400,
+    );
     lines.push(
       `Demo tenant "${DEMO_TENANT}" created (shown once):`,
       `  API key (admin gateway):   ${plaintext}`,

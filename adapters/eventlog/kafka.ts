@@ -180,10 +180,11 @@ export class KafkaEventLog implements EventLog {
           replicationFactor: this.opts.replicationFactor ?? -1,
         },
       ],
-      waitForLeaders: true,
+      // Not kafkajs's own wait: it gives up on UNKNOWN_TOPIC_OR_PARTITION, which a KRaft broker
+      // answers until its metadata has caught up with the controller (seen on a fresh stack).
+      waitForLeaders: false,
     });
-    const { topics } = await this.admin.fetchTopicMetadata({ topics: [name] });
-    const count = topics[0]?.partitions.length ?? 0;
+    const count = await this.waitForLeaders(name);
     if (count !== topic.partitions) {
       throw new Error(
         `topic ${name} exists with ${count} partitions, the code expects ${topic.partitions}: ` +
@@ -192,6 +193,31 @@ export class KafkaEventLog implements EventLog {
     }
     // Register the writer schema now rather than on the first append.
     if (this.codec instanceof RegistryAvroCodec) await this.codec.writerSchemaId(topic);
+  }
+
+  /**
+   * Waits until every partition of a topic has a leader (the broker hosts it), retrying while the
+   * broker does not know the topic yet; returns the partition count. Gives up after requestTimeoutMs.
+   */
+  private async waitForLeaders(name: string): Promise<number> {
+    const deadline = Date.now() + (this.opts.requestTimeoutMs ?? 30000);
+    for (let attempt = 0; ; attempt++) {
+      let reason: string;
+      try {
+        const { topics } = await this.admin.fetchTopicMetadata({ topics: [name] });
+        const partitions = topics[0]?.partitions ?? [];
+        const leaderless = partitions.filter((p) => !(p.leader >= 0) || p.partitionErrorCode !== 0);
+        if (partitions.length > 0 && leaderless.length === 0) return partitions.length;
+        reason = `${leaderless.length} of ${partitions.length} partitions have no leader yet`;
+      } catch (err) {
+        const type = (err as { type?: string }).type;
+        if (type !== 'UNKNOWN_TOPIC_OR_PARTITION' && type !== 'LEADER_NOT_AVAILABLE') throw err;
+        reason = errorMessage(err);
+      }
+      if (Date.now() >= deadline)
+        throw new Error(`topic ${name} has no leader for every partition: ${reason}`);
+      await new Promise((r) => setTimeout(r, Math.min(50 * 2 ** attempt, 500)));
+    }
   }
 
   async append<T>(topic: Topic<T>, records: AppendRecord<T>[]): Promise<void> {

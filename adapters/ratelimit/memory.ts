@@ -26,6 +26,15 @@ export class MemoryRateLimiter implements RateLimiter {
     return d;
   }
 
+  async firstUse(key: string, ttlMs: number, now: number): Promise<boolean> {
+    if (++this.sweeps % 10000 === 0) this.sweep(now);
+    const k = `once|${key}`;
+    const c = this.counters.get(k);
+    if (c && c.expires > now) return false;
+    this.counters.set(k, { count: 1, expires: now + ttlMs });
+    return true;
+  }
+
   private sweep(now: number): void {
     for (const [k, c] of this.counters) if (c.expires <= now) this.counters.delete(k);
   }

@@ -48,6 +48,11 @@ export class RedisRateLimiter implements RateLimiter {
     return decide(windows, counts.map(Number), now);
   }
 
+  async firstUse(key: string, ttlMs: number): Promise<boolean> {
+    const ok = await this.redis.set(`once:${key}`, '1', 'PX', Math.max(1, Math.ceil(ttlMs)), 'NX');
+    return ok === 'OK';
+  }
+
   async ping(): Promise<void> {
     await this.redis.ping();
   }

@@ -22,6 +22,11 @@ export interface RateDecision {
 export interface RateLimiter {
   readonly kind: 'redis' | 'memory';
   hit(key: string, windows: RateWindow[], now: number): Promise<RateDecision>;
+  /**
+   * Remembers `key` for `ttlMs` from now; true the first time, false while it is remembered
+   * (signed-request replay refusal; Redis `SET NX PX`, so every instance sees every use).
+   */
+  firstUse(key: string, ttlMs: number, now: number): Promise<boolean>;
   ping(): Promise<void>;
   close(): Promise<void>;
 }

@@ -1,21 +1,33 @@
 import { PGlite } from '@electric-sql/pglite';
+import { lockDir, type DirLock } from './dirlock';
 import { Mutex } from './mutex';
 import type { Queryable, QueryResult, Sql } from './types';
 
 /**
  * SQL adapter for embedded Postgres (PGlite). PGlite is a single session, so every statement and
  * every transaction runs behind one mutex: a transaction holds the session until it ends.
+ * A data directory on disk is locked to this process while open (./dirlock.ts): a second process
+ * on the same directory is refused with DataDirInUse instead of writing a copy that gets lost.
  */
 export class PgliteSql implements Sql {
   readonly kind = 'pglite' as const;
   private readonly lock = new Mutex();
 
-  private constructor(private readonly db: PGlite) {}
+  private constructor(
+    private readonly db: PGlite,
+    private readonly dirLock: DirLock | null,
+  ) {}
 
-  /** dataDir undefined means in memory (tests); otherwise a directory on disk. */
+  /** dataDir undefined means in memory (tests); otherwise a directory on disk, locked while open. */
   static async open(dataDir?: string): Promise<PgliteSql> {
-    const db = await PGlite.create(dataDir ? { dataDir } : {});
-    return new PgliteSql(db);
+    const dirLock = dataDir ? lockDir(dataDir) : null;
+    try {
+      const db = await PGlite.create(dataDir ? { dataDir } : {});
+      return new PgliteSql(db, dirLock);
+    } catch (err) {
+      dirLock?.release();
+      throw err;
+    }
   }
 
   private async raw<R>(text: string, params?: unknown[]): Promise<QueryResult<R>> {
@@ -55,7 +67,11 @@ export class PgliteSql implements Sql {
   }
 
   async close(): Promise<void> {
-    await this.lock.run(() => this.db.close());
+    try {
+      await this.lock.run(() => this.db.close());
+    } finally {
+      this.dirLock?.release();
+    }
   }
 }
 

@@ -4,12 +4,13 @@
  * tenant's secret, or RS256/ES256 from the tenant's identity provider) and signed requests on the
  * ingestion and query gateways. Every secret comparison is constant-time.
  */
-import { createHmac, timingSafeEqual } from 'node:crypto';
+import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
 import { createRemoteJWKSet, decodeJwt, decodeProtectedHeader, jwtVerify, type JWTPayload } from 'jose';
 import type { Clock } from '../../core/clock';
 import { safeEqual } from '../../core/tenancy/secrets';
 import type { ApiKey, Tenant, TenantSecrets, TenantStore } from '../../core/tenancy/store';
 import { ApiError, errors } from '../http/errors';
+import { FailureGate } from './failures';
 
 export type Principal =
   | { kind: 'root' }
@@ -31,6 +32,8 @@ export const signedErrors = {
   missing: (what: string) => new SignedRequestError(401, 'AUTH_002', `Missing header ${what}`),
   badSignature: () => new SignedRequestError(401, 'AUTH_001', 'Invalid signature'),
   expired: () => new SignedRequestError(401, 'AUTH_004', 'Timestamp outside the permitted window'),
+  replayed: () =>
+    new SignedRequestError(401, 'AUTH_004', 'Replayed request: this signature was already used; sign afresh'),
   unknownTenant: () => new SignedRequestError(401, 'AUTH_005', 'Tenant not found'),
   suspended: () => new SignedRequestError(403, 'FORBIDDEN', 'Tenant is suspended'),
   rateLimited: () => new SignedRequestError(429, 'RATE_001', 'Rate limit exceeded'),
@@ -39,6 +42,14 @@ export const signedErrors = {
 
 const JWT_SHAPE = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/;
 const MAX_TOKEN = 8192;
+/** Organisation values looked up per identity-provider token (its distinct top-level strings). */
+const MAX_ORG_CANDIDATES = 64;
+const MAX_CACHE = 10000;
+
+/** Remembers a key for a while; true on first use (the rate limiter's store: Redis or memory). */
+export interface ReplayGuard {
+  firstUse(key: string, ttlMs: number, now: number): Promise<boolean>;
+}
 
 export interface AuthenticatorOptions {
   tenants: TenantStore;
@@ -47,11 +58,18 @@ export interface AuthenticatorOptions {
   rootKey: string | null;
   signatureSkewSeconds: number;
   tenantCacheMs: number;
+  /** Where seen signatures are remembered until they leave the skew window. */
+  replay: ReplayGuard;
 }
 
 export class Authenticator {
   private readonly cache = new Map<string, { at: number; value: TenantSecrets | null }>();
+  /** Identity-provider lookups by (issuer, organisation values), negative answers included. */
+  private readonly idpCache = new Map<string, { at: number; value: Tenant | null }>();
+  /** One key set per JWKS URL: jose caches its keys and refetches at most every 30 s. */
   private readonly jwks = new Map<string, ReturnType<typeof createRemoteJWKSet>>();
+  /** Addresses whose failed-authentication budget is spent (api/http/route.ts). */
+  readonly failures = new FailureGate();
 
   constructor(private readonly opts: AuthenticatorOptions) {}
 
@@ -59,6 +77,8 @@ export class Authenticator {
   invalidate(tenantId?: string): void {
     if (tenantId === undefined) this.cache.clear();
     else this.cache.delete(tenantId);
+    // Identity-provider answers are keyed by issuer, not tenant: any tenant change drops them all.
+    this.idpCache.clear();
   }
 
   /** A tenant with its secrets, cached for tenantCacheMs. */
@@ -136,11 +156,9 @@ export class Authenticator {
   /** A token from the tenant's identity provider: the issuer and organisation claim name the tenant. */
   private async idpToken(token: string): Promise<{ principal: Principal; tenant: Tenant }> {
     const claims = unverifiedClaims(token);
-    if (typeof claims.iss !== 'string') throw errors.unauthorized('Token names no issuer');
-    const candidates = (await this.opts.tenants.listTenants()).filter(
-      (t) => t.idp && t.idp.issuer === claims.iss,
-    );
-    const tenant = candidates.find((t) => claims[t.idp!.org_claim] === t.idp!.org_value);
+    if (typeof claims.iss !== 'string' || claims.iss === '')
+      throw errors.unauthorized('Token names no issuer');
+    const tenant = await this.idpTenant(claims.iss, claims);
     if (!tenant || !tenant.idp)
       throw errors.unauthorized('No tenant for this identity provider and organisation');
     let jwks = this.jwks.get(tenant.idp.jwks_url);
@@ -149,6 +167,7 @@ export class Authenticator {
         timeoutDuration: 3000,
         cooldownDuration: 30000,
       });
+      if (this.jwks.size >= 1000) this.jwks.clear();
       this.jwks.set(tenant.idp.jwks_url, jwks);
     }
     let payload: JWTPayload;
@@ -168,12 +187,45 @@ export class Authenticator {
   }
 
   /**
+   * The tenant whose identity provider has this issuer and whose organisation claim holds its
+   * value: one indexed lookup with the token's distinct top-level string claims as candidate
+   * values (never a list of tenants), cached for tenantCacheMs with negative answers.
+   */
+  private async idpTenant(issuer: string, claims: Record<string, unknown>): Promise<Tenant | null> {
+    const values = [
+      ...new Set(Object.values(claims).filter((v): v is string => typeof v === 'string' && v !== '')),
+    ]
+      .sort()
+      .slice(0, MAX_ORG_CANDIDATES);
+    const key = createHash('sha256')
+      .update(JSON.stringify([issuer, values]))
+      .digest('base64');
+    const now = this.opts.clock.now();
+    const hit = this.idpCache.get(key);
+    let found: Tenant[];
+    if (hit && now - hit.at < this.opts.tenantCacheMs) {
+      found = hit.value ? [hit.value] : [];
+    } else {
+      found = (await this.opts.tenants.findTenantsByIdpValues(issuer, values)).filter(
+        (t) => t.idp && claims[t.idp.org_claim] === t.idp.org_value,
+      );
+      if (this.idpCache.size >= MAX_CACHE) this.idpCache.clear();
+      this.idpCache.set(key, { at: now, value: found[0] ?? null });
+    }
+    return found[0] ?? null;
+  }
+
+  /**
    * A signed request: `X-Signature: hmac-sha256=<hex>` over
-   * `METHOD \n PATH \n TIMESTAMP \n BODY`, keyed with the tenant's hmac_secret.
+   * `METHOD \n TARGET \n TIMESTAMP \n BODY`, keyed with the tenant's hmac_secret, where TARGET
+   * is the path and the canonical query (canonicalTarget). A signature is accepted once: it is
+   * remembered (per tenant, in the rate limiter's store) until its timestamp leaves the window.
    */
   async signed(req: {
     method: string;
     path: string;
+    /** The raw query string, without `?`. */
+    query: string;
     tenantId?: string;
     timestamp?: string;
     signature?: string;
@@ -189,27 +241,63 @@ export class Authenticator {
     const t = await this.tenant(req.tenantId);
     if (!t) throw signedErrors.unknownTenant();
     if (!m) throw signedErrors.badSignature();
-    const expected = signRequest(t.hmacSecret, req.method, req.path, req.timestamp, req.raw);
-    if (!timingSafeEqual(Buffer.from(expected, 'hex'), Buffer.from(m[1]!.toLowerCase(), 'hex'))) {
+    let target: string;
+    try {
+      target = canonicalTarget(req.path, req.query);
+    } catch {
+      throw signedErrors.badSignature();
+    }
+    const expected = signRequest(t.hmacSecret, req.method, target, req.timestamp, req.raw);
+    const presented = m[1]!.toLowerCase();
+    if (!timingSafeEqual(Buffer.from(expected, 'hex'), Buffer.from(presented, 'hex'))) {
       throw signedErrors.badSignature();
     }
     if (t.tenant.status !== 'active') throw signedErrors.suspended();
+    // Remembered until the timestamp leaves the window (plus a second): after that the window refuses it.
+    const now = this.opts.clock.now();
+    const ttlMs = (Number(req.timestamp) + this.opts.signatureSkewSeconds) * 1000 - now + 1000;
+    if (!(await this.opts.replay.firstUse(`sig:${t.tenant.id}:${presented}`, ttlMs, now))) {
+      throw signedErrors.replayed();
+    }
     return { principal: { kind: 'tenant', tenantId: t.tenant.id, via: 'signature' }, tenant: t.tenant };
   }
 }
 
-/** The hex HMAC-SHA256 of a signed request (also what clients compute; see docs/authentication.md). */
+/**
+ * The hex HMAC-SHA256 of a signed request (also what clients compute; see docs/authentication.md).
+ * `target` is the path with its query, if any (`/v1/x?b=2&a=1`); it is signed in canonical form.
+ */
 export function signRequest(
   secret: string,
   method: string,
-  path: string,
+  target: string,
   timestamp: string,
   body: Buffer | string,
 ): string {
+  const q = target.indexOf('?');
+  const canonical = q < 0 ? target : canonicalTarget(target.slice(0, q), target.slice(q + 1));
   return createHmac('sha256', secret)
-    .update(`${method.toUpperCase()}\n${path}\n${timestamp}\n`)
+    .update(`${method.toUpperCase()}\n${canonical}\n${timestamp}\n`)
     .update(body)
     .digest('hex');
+}
+
+/**
+ * The signed form of a request target: the path exactly as sent, then, when the query has any
+ * parameter, `?` and the parameters as the server reads them (WHATWG form decoding: `+` is a
+ * space, `%XX` a byte of UTF-8), each name and value percent-encoded per RFC 3986 (everything but
+ * `A-Z a-z 0-9 - . _ ~`, upper-case hex), sorted by name then value, `name=value` joined by `&`.
+ * `/v1/w?user_id=bob&x=a+b&a` gives `/v1/w?a=&user_id=bob&x=a%20b`.
+ */
+export function canonicalTarget(path: string, query: string): string {
+  const pairs = [...new URLSearchParams(query)].map(([k, v]) => [rfc3986(k), rfc3986(v)] as const);
+  if (pairs.length === 0) return path;
+  pairs.sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : a[1] < b[1] ? -1 : a[1] > b[1] ? 1 : 0));
+  return `${path}?${pairs.map(([k, v]) => `${k}=${v}`).join('&')}`;
+}
+
+function rfc3986(s: string): string {
+  return encodeURIComponent(s).replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
 }
 
 function bearer(header: string | undefined): string | undefined {

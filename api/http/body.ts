@@ -16,17 +16,30 @@ export async function readJsonBody(
   ctx: Koa.Context,
   limit = DEFAULT_BODY_LIMIT,
 ): Promise<{ raw: Buffer; json: unknown }> {
+  const raw = await readRawBody(ctx, limit);
+  return { raw, json: parseJsonBody(ctx, raw) };
+}
+
+/** The request's bytes, within `limit` (413 PAYLOAD_TOO_LARGE beyond it, declared or streamed). */
+export async function readRawBody(ctx: Koa.Context, limit = DEFAULT_BODY_LIMIT): Promise<Buffer> {
   const declared = Number(ctx.get('content-length') || NaN);
   if (declared > limit) throw errors.tooLarge(`Request body exceeds ${limit} bytes`);
-  let raw: Buffer;
   try {
-    raw = await getRawBody(ctx.req, { limit, length: Number.isFinite(declared) ? declared : undefined });
+    return await getRawBody(ctx.req, { limit, length: Number.isFinite(declared) ? declared : undefined });
   } catch (err) {
     const e = err as { type?: string; status?: number };
     if (e.type === 'entity.too.large') throw errors.tooLarge(`Request body exceeds ${limit} bytes`);
     throw errors.validation('Request body could not be read');
   }
-  if (raw.length === 0) return { raw, json: undefined };
+}
+
+/**
+ * Parses bytes read by `readRawBody` as JSON: undefined when empty; 400 VALIDATION_ERROR for a
+ * Content-Type other than JSON, malformed UTF-8 or malformed JSON. Separate from reading so that a
+ * signed request is authenticated over its bytes before its body is judged (api/http/route.ts).
+ */
+export function parseJsonBody(ctx: Koa.Context, raw: Buffer): unknown {
+  if (raw.length === 0) return undefined;
   const type = ctx.get('content-type');
   if (type && !/^application\/([\w.+-]+\+)?json\b/i.test(type)) {
     throw errors.validation('Content-Type must be application/json');
@@ -38,7 +51,7 @@ export async function readJsonBody(
     throw errors.validation('Request body is not valid UTF-8');
   }
   try {
-    return { raw, json: JSON.parse(text) };
+    return JSON.parse(text);
   } catch (err) {
     throw errors.validation(`Malformed JSON: ${(err as Error).message}`);
   }

@@ -1,5 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import type { Server } from 'node:http';
+import { createServer, STATUS_CODES, type Server } from 'node:http';
+import type { Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
 import Koa from 'koa';
 import Router from '@koa/router';
 import type { Logger } from '../../runtime/logger';
@@ -9,6 +11,8 @@ import { ApiError, errors } from './errors';
 import { mountRoutes, type MountDeps, type RouteSpec } from './route';
 
 export type GatewayName = 'ingest' | 'admin' | 'query';
+/** A gateway, or the operations listener (runtime/ops.ts). */
+export type ListenerName = GatewayName | 'ops';
 
 /** A dependency a gateway needs to serve traffic; /ready answers 503 when one fails. */
 export interface ReadinessCheck {
@@ -46,8 +50,37 @@ export function createGateway(
     version: string;
   },
 ): Gateway {
+  const { app, router } = createListenerApp(name, deps);
+  const openapi = buildOpenApi(name, deps.routes, deps.version);
+  router.get('/openapi.json', (ctx) => {
+    ctx.body = openapi;
+  });
+  const docsPage = renderDocsPage(openapi);
+  router.get('/docs', (ctx) => {
+    ctx.type = 'html';
+    ctx.body = docsPage;
+  });
+  mountRoutes(router, name, deps.routes, deps.mount);
+  return { name, app, router };
+}
+
+/**
+ * The plumbing every listener shares (the three gateways and the operations listener,
+ * runtime/ops.ts): request ids, structured access logs, the single error renderer, /health,
+ * /ready and /metrics. Further routes go on `router`.
+ */
+export function createListenerApp(
+  name: ListenerName,
+  deps: { log: Logger; metrics: Metrics; checks: ReadinessCheck[] },
+): { app: Koa<GatewayState>; router: Router<GatewayState> } {
   const app = new Koa<GatewayState>();
   app.proxy = false;
+  // Errors after the response left the error renderer (a client that reset mid-response): Koa
+  // would print them to stderr; they are a client's doing, so a debug line is enough.
+  app.on('error', (err: NodeJS.ErrnoException) => {
+    if (GONE.has(err.code ?? '')) deps.log.debug({ gateway: name, err: err.message }, 'client went away');
+    else deps.log.warn({ gateway: name, err }, 'response stream error');
+  });
   const router = new Router<GatewayState>();
 
   app.use(async (ctx, next) => {
@@ -99,20 +132,10 @@ export function createGateway(
     ctx.body = await deps.metrics.registry.metrics();
   });
 
-  const openapi = buildOpenApi(name, deps.routes, deps.version);
-  router.get('/openapi.json', (ctx) => {
-    ctx.body = openapi;
-  });
-  const docsPage = renderDocsPage(openapi);
-  router.get('/docs', (ctx) => {
-    ctx.type = 'html';
-    ctx.body = docsPage;
-  });
-  mountRoutes(router, name, deps.routes, deps.mount);
-
+  // The router matches at request time: routes added by the caller after this are served too.
   app.use(router.routes());
   app.use(router.allowedMethods({ throw: false }));
-  return { name, app, router };
+  return { app, router };
 }
 
 /** The one error renderer: ApiError as the envelope; anything else as 500 without internals. */
@@ -149,12 +172,119 @@ function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
   ]);
 }
 
-/** Starts listening; resolves with the server once bound (port 0 picks a free port). */
-export function listen(gateway: Gateway, host: string, port: number): Promise<Server> {
+/** Limits of a listener (runtime/config.ts `http`; docs/operations.md "Limits, timeouts and caps"). */
+export interface ListenLimits {
+  headersTimeoutMs: number;
+  requestTimeoutMs: number;
+  keepAliveTimeoutMs: number;
+  /** Open connections from one client address; 0: no cap. */
+  maxConnectionsPerAddress: number;
+}
+
+/** Node's own defaults, for callers (tests, tools) that pass no limits. */
+export const NODE_LISTEN_LIMITS: ListenLimits = {
+  headersTimeoutMs: 60_000,
+  requestTimeoutMs: 300_000,
+  keepAliveTimeoutMs: 5_000,
+  maxConnectionsPerAddress: 0,
+};
+
+/**
+ * Starts listening; resolves with the server once bound (port 0 picks a free port).
+ *
+ * Every emitter facing the network has a listener here, so no client can stop the process:
+ * a malformed or too slow request (`clientError`) is answered 400, 408 or 431 and its socket
+ * destroyed; an error of the listening socket after start-up is logged. Headers, whole requests
+ * and idle keep-alive connections are cut after their timeouts, and a client address holding
+ * `maxConnectionsPerAddress` connections has further ones closed at once.
+ */
+export function listen(
+  gateway: { name: ListenerName; app: Koa<GatewayState> },
+  host: string,
+  port: number,
+  limits: ListenLimits = NODE_LISTEN_LIMITS,
+  log?: Logger,
+): Promise<Server> {
+  const shortest = Math.min(limits.headersTimeoutMs, limits.requestTimeoutMs);
+  const server = createServer(
+    {
+      headersTimeout: limits.headersTimeoutMs,
+      requestTimeout: limits.requestTimeoutMs,
+      keepAliveTimeout: limits.keepAliveTimeoutMs,
+      // Node checks the two timeouts on this interval (default 30 s): keep it well under them.
+      connectionsCheckingInterval: Math.max(25, Math.min(1000, Math.floor(shortest / 4))),
+    },
+    gateway.app.callback(),
+  );
+  server.on('clientError', (err: NodeJS.ErrnoException, socket: Duplex) => answerClientError(err, socket));
+  if (limits.maxConnectionsPerAddress > 0) capPerAddress(server, limits.maxConnectionsPerAddress);
   return new Promise((resolve, reject) => {
-    const server = gateway.app.listen(port, host);
-    server.once('listening', () => resolve(server));
     server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      server.on('error', (err) => log?.error({ err, gateway: gateway.name }, 'listener error'));
+      resolve(server);
+    });
+  });
+}
+
+/** The client went away (reset, or closed mid-request): nobody to answer. */
+const GONE = new Set(['ECONNRESET', 'EPIPE', 'HPE_INVALID_EOF_STATE', 'ERR_STREAM_PREMATURE_CLOSE']);
+
+const CLIENT_ERROR_STATUS: Record<string, number> = {
+  ERR_HTTP_REQUEST_TIMEOUT: 408,
+  HPE_HEADER_OVERFLOW: 431,
+};
+
+/** A request the HTTP parser refused, or one that took too long: answer it if we still can, then destroy. */
+function answerClientError(err: NodeJS.ErrnoException, socket: Duplex): void {
+  const inFlight = (socket as Duplex & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
+  if (GONE.has(err.code ?? '') || !socket.writable || inFlight?.headersSent) {
+    socket.destroy();
+    return;
+  }
+  const status = CLIENT_ERROR_STATUS[err.code ?? ''] ?? 400;
+  const apiError =
+    status === 408
+      ? new ApiError(408, 'REQUEST_TIMEOUT', 'The request did not arrive in time')
+      : status === 431
+        ? new ApiError(431, 'VALIDATION_ERROR', 'Request headers too large')
+        : errors.validation('Malformed HTTP request');
+  socket.end(rawHttpResponse(apiError));
+  // Ending waits for the client to read; a client that never does is dropped anyway.
+  setTimeout(() => socket.destroy(), 1000).unref();
+}
+
+/** An error envelope as a whole HTTP/1.1 response, for sockets outside Koa (client errors, upgrades). */
+export function rawHttpResponse(err: ApiError, headers: Record<string, string> = {}): string {
+  const body = JSON.stringify(err.toBody());
+  const head = Object.entries({
+    'Content-Type': 'application/json',
+    'Content-Length': String(Buffer.byteLength(body)),
+    Connection: 'close',
+    ...headers,
+  })
+    .map(([k, v]) => `${k}: ${v}\r\n`)
+    .join('');
+  return `HTTP/1.1 ${err.status} ${STATUS_CODES[err.status] ?? 'Error'}\r\n${head}\r\n${body}`;
+}
+
+/** Closes a new connection at once when its address already holds `max` open ones. */
+function capPerAddress(server: Server, max: number): void {
+  const open = new Map<string, number>();
+  server.on('connection', (socket: Socket) => {
+    const address = socket.remoteAddress ?? '';
+    const n = (open.get(address) ?? 0) + 1;
+    if (n > max) {
+      socket.destroy();
+      return;
+    }
+    open.set(address, n);
+    socket.once('close', () => {
+      const left = (open.get(address) ?? 1) - 1;
+      if (left <= 0) open.delete(address);
+      else open.set(address, left);
+    });
   });
 }
 

@@ -11,9 +11,10 @@ import type { Clock } from '../../core/clock';
 import type { Tenant } from '../../core/tenancy/store';
 import type { RateLimitSpec } from '../../runtime/config';
 import type { Logger } from '../../runtime/logger';
-import { signedErrors, type Authenticator, type Principal } from '../auth/authenticator';
-import { readJsonBody } from './body';
-import { errors } from './errors';
+import { SignedRequestError, signedErrors, type Authenticator, type Principal } from '../auth/authenticator';
+import { parseJsonBody, readRawBody } from './body';
+import { inputProblem, paramsProblem } from './input';
+import { ApiError, errors } from './errors';
 import type { GatewayName, GatewayState } from './gateway';
 import { validateOrThrow } from './validate';
 
@@ -66,6 +67,12 @@ export interface RouteSpec<B = any, Q = any> {
   bodyLimit?: number;
   /** Error code for an invalid query string (INVALID_INPUT on leaderboard queries). */
   queryErrorCode?: 'VALIDATION_ERROR' | 'INVALID_INPUT';
+  /**
+   * 'handler': the handler applies the input rule (./input.ts) to the body itself, in parts
+   * (ingestion: per event, so a bad event of a bulk request is a failed result). Default: the
+   * chain refuses the whole request.
+   */
+  bodyRule?: 'handler';
   /** The route's handler returns the response body. */
   handler(req: RouteRequest<B, Q>): Promise<unknown>;
 }
@@ -85,23 +92,47 @@ export function mountRoutes(
   deps: MountDeps,
 ): void {
   for (const spec of routes.filter((r) => r.gateway === gateway)) {
-    router.register(spec.path, [spec.method], async (ctx: Koa.ParameterizedContext<GatewayState>) => {
+    const route = async (ctx: Koa.ParameterizedContext<GatewayState>) => {
       const params = (ctx as unknown as { params: Record<string, string> }).params ?? {};
-      const { raw, json } =
+      const signedAttempt = isSignedAttempt(ctx, spec);
+      // A signed request is authenticated over its bytes before its body is judged, so a body
+      // error answers in the signed variant's form (and an unsigned sender learns nothing first).
+      let deferred: ApiError | null = null;
+      const defer = (err: unknown) => {
+        if (!signedAttempt || !(err instanceof ApiError)) throw err;
+        deferred ??= err;
+      };
+      const raw =
         spec.method === 'GET' || spec.method === 'DELETE'
-          ? { raw: Buffer.alloc(0), json: undefined }
-          : await readJsonBody(ctx, spec.bodyLimit);
+          ? Buffer.alloc(0)
+          : await readRawBody(ctx, spec.bodyLimit);
+      let json: unknown;
+      try {
+        json = parseJsonBody(ctx, raw);
+      } catch (err) {
+        defer(err);
+      }
+      // One rule for every string and free-form value, before anything reads them (./input.ts).
+      const problem =
+        paramsProblem(params) ??
+        inputProblem(ctx.query, 'query') ??
+        (spec.bodyRule === 'handler' ? null : inputProblem(json, 'body'));
+      if (problem) defer(errors.validation(problem));
 
       let auth: { principal: Principal | null; tenant: Tenant | null };
+      const anonKey = `${gateway}:anon:${ctx.ip}`;
+      // An address whose failure budget is spent is refused before any credential work.
+      if (spec.auth.kind !== 'public') refuseSpentAddress(ctx, spec, anonKey, deps);
       try {
         auth = await authenticate(ctx, spec, params, raw, deps);
       } catch (err) {
         // Failed credentials count against the caller's address, which also slows key guessing.
-        if (spec.auth.kind !== 'public') await limit(ctx, spec, `${gateway}:anon:${ctx.ip}`, deps, null);
+        if (spec.auth.kind !== 'public') await limit(ctx, spec, anonKey, deps, null);
         throw err;
       }
       const { principal, tenant } = auth;
       if (tenant) await limit(ctx, spec, `${gateway}:${tenant.id}`, deps, principal);
+      if (deferred) throw deferred;
 
       const rawQuery: Record<string, unknown> = { ...ctx.query };
       if (spec.auth.kind === 'admin' && spec.auth.tenant !== false) delete rawQuery.tenant_id;
@@ -140,8 +171,39 @@ export function mountRoutes(
         ctx.type = 'application/json';
         ctx.body = 'null';
       } else ctx.body = out === undefined ? {} : out;
-    });
+    };
+    router.register(spec.path, [spec.method], [signedVariantErrors(spec), route]);
   }
+}
+
+/** A request for a route that takes signed requests, carrying the signed variant's headers. */
+function isSignedAttempt(ctx: Koa.Context, spec: RouteSpec): boolean {
+  return (
+    spec.auth.kind === 'tenant' &&
+    spec.auth.signed &&
+    Boolean(ctx.get('x-signature') || ctx.get('x-tenant-id'))
+  );
+}
+
+/**
+ * Every error of a signed request answers in the signed variant's body `{error, code}` (SPEC.md
+ * "Errors"): a validation failure (malformed JSON or UTF-8, an empty or invalid body, a bad query)
+ * is 422 `VAL_001` when something required is missing, else `VAL_002`; any other error keeps its
+ * status and code. Unexpected errors stay the gateway's 500 INTERNAL_ERROR.
+ */
+function signedVariantErrors(spec: RouteSpec): Koa.Middleware<GatewayState> {
+  return async (ctx, next) => {
+    try {
+      await next();
+    } catch (err) {
+      if (!(err instanceof ApiError) || err instanceof SignedRequestError || !isSignedAttempt(ctx, spec))
+        throw err;
+      if (err.status === 429) throw signedErrors.rateLimited();
+      if (err.code === 'VALIDATION_ERROR' || err.code === 'INVALID_INPUT')
+        throw signedErrors.invalid(/\bis required\b/.test(err.message) ? 'VAL_001' : 'VAL_002', err.message);
+      throw new SignedRequestError(err.status, err.code, err.message);
+    }
+  };
 }
 
 async function authenticate(
@@ -189,6 +251,7 @@ async function authenticate(
         ? await deps.auth.signed({
             method: ctx.method,
             path: ctx.path,
+            query: ctx.querystring,
             tenantId: ctx.get('x-tenant-id') || undefined,
             timestamp: ctx.get('x-timestamp') || undefined,
             signature: ctx.get('x-signature') || undefined,
@@ -228,11 +291,26 @@ async function limit(
   ctx.set('X-RateLimit-Remaining', String(d.remaining));
   ctx.set('X-RateLimit-Reset', String(Math.ceil(d.resetAt / 1000)));
   if (!d.allowed) {
+    // An address over its failure budget: remembered so its next requests are refused unverified.
+    if (principal === null) deps.auth.failures.refuse(key, d.resetAt, deps.clock.now());
     ctx.set('Retry-After', String(Math.max(1, Math.ceil((d.resetAt - deps.clock.now()) / 1000))));
     throw principal?.kind === 'tenant' && principal.via === 'signature' && spec.auth.kind === 'tenant'
       ? signedErrors.rateLimited()
       : errors.rateLimited(`Rate limit of ${d.limit} requests exceeded; retry after the reset`);
   }
+}
+
+/** 429 without touching the store or the limiter while the address's failure budget is spent. */
+function refuseSpentAddress(ctx: Koa.Context, spec: RouteSpec, key: string, deps: MountDeps): void {
+  const now = deps.clock.now();
+  const until = deps.auth.failures.refusedUntil(key, now);
+  if (until === null) return;
+  ctx.set('X-RateLimit-Remaining', '0');
+  ctx.set('X-RateLimit-Reset', String(Math.ceil(until / 1000)));
+  ctx.set('Retry-After', String(Math.max(1, Math.ceil((until - now) / 1000))));
+  throw spec.auth.kind === 'tenant' && spec.auth.signed && ctx.get('x-signature')
+    ? signedErrors.rateLimited()
+    : errors.rateLimited('Too many failed authentications from this address; retry after the reset');
 }
 
 /** An end-user token reaches only its own user: every user_id in the request must be its own. */

@@ -4,11 +4,30 @@
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import Ajv, { type ErrorObject, type ValidateFunction } from 'ajv';
+import Ajv, { type ErrorObject, type FuncKeywordDefinition, type ValidateFunction } from 'ajv';
 import addFormats from 'ajv-formats';
 import { errors } from './errors';
 
 export const SCHEMA_DIR = join(__dirname, '..', '..', 'schemas', 'http');
+
+/**
+ * `x-max-bytes`: a string's length in UTF-8 bytes, for identifiers that become keys in a store
+ * with a byte limit (the rank index, the event log's record keys). `maxLength` counts characters
+ * (UTF-16 code units in ajv), which allows up to four bytes each. Limits: docs/operations.md.
+ */
+const maxBytes: FuncKeywordDefinition = {
+  keyword: 'x-max-bytes',
+  type: 'string',
+  schemaType: 'number',
+  errors: true,
+  validate: function check(limit: number, data: string): boolean {
+    if (Buffer.byteLength(data, 'utf8') <= limit) return true;
+    (check as { errors?: Partial<ErrorObject>[] }).errors = [
+      { keyword: 'x-max-bytes', message: `must be at most ${limit} UTF-8 bytes`, params: { limit } },
+    ];
+    return false;
+  },
+};
 
 export interface SchemaSet {
   /** Every schema by $id, for the OpenAPI document. */
@@ -40,6 +59,8 @@ export function schemas(): SchemaSet {
   });
   addFormats(strict);
   addFormats(coercing);
+  strict.addKeyword(maxBytes);
+  coercing.addKeyword(maxBytes);
   const all = new Map<string, object>();
   for (const f of readdirSync(SCHEMA_DIR)
     .filter((x) => x.endsWith('.json'))

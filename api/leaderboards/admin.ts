@@ -2,7 +2,7 @@
  * Admin routes of leaderboards (scope leaderboards:read / leaderboards:write), under
  * `/v1/leaderboards?tenant_id=` and `/v1/tenants/{tenant_id}/leaderboards`.
  */
-import type { Sql } from '../../adapters/sql/types';
+import type { Queryable, Sql } from '../../adapters/sql/types';
 import type { Clock } from '../../core/clock';
 import { closeWindow, type ClosingDeps } from '../../core/leaderboards/closing';
 import {
@@ -12,6 +12,7 @@ import {
   type LeaderboardStatus,
 } from '../../core/leaderboards/definition';
 import { createBoard, getBoard, getWindow, listBoards, updateBoard } from '../../core/leaderboards/store';
+import { isForeignKeyViolation, lockConfigRef } from '../../core/rewards/references';
 import { scope } from '../auth/scopes';
 import { errors } from '../http/errors';
 import type { RouteSpec } from '../http/route';
@@ -50,6 +51,28 @@ function checkConfig(config: LeaderboardConfig | undefined): void {
   if (err) throw errors.validation(err.startsWith('config') ? `body.${err}` : err);
 }
 
+/**
+ * Runs a board write in one transaction after checking its `reward_config_id` there (the config is
+ * locked against deletion until the write commits); the foreign key refuses what slipped past.
+ */
+function withConfigRef<T>(
+  deps: LeaderboardAdminDeps,
+  tenantId: string,
+  configId: string | null | undefined,
+  write: (q: Queryable) => Promise<T>,
+): Promise<T> {
+  return deps.sql
+    .tx(async (q) => {
+      const problem = await lockConfigRef(q, tenantId, configId);
+      if (problem) throw errors.validation(problem);
+      return write(q);
+    })
+    .catch((err: unknown) => {
+      if (!isForeignKeyViolation(err)) throw err;
+      throw errors.validation(`body.reward_config_id: reward config ${configId} does not exist`);
+    });
+}
+
 export function leaderboardAdminRoutes(deps: LeaderboardAdminDeps): RouteSpec[] {
   const mustGet = async (tenantId: string, id: string) => {
     const b = await getBoard(deps.sql, tenantId, id);
@@ -75,17 +98,19 @@ export function leaderboardAdminRoutes(deps: LeaderboardAdminDeps): RouteSpec[] 
           config: LeaderboardConfig;
         };
         checkConfig(b.config);
-        const created = await createBoard(
-          deps.sql,
-          {
-            tenant_id: tenant!.id,
-            leaderboard_id: b.leaderboard_id,
-            name: b.name,
-            description: b.description ?? null,
-            reward_config_id: b.reward_config_id ?? null,
-            config: b.config,
-          },
-          deps.clock.now(),
+        const created = await withConfigRef(deps, tenant!.id, b.reward_config_id, (q) =>
+          createBoard(
+            q,
+            {
+              tenant_id: tenant!.id,
+              leaderboard_id: b.leaderboard_id,
+              name: b.name,
+              description: b.description ?? null,
+              reward_config_id: b.reward_config_id ?? null,
+              config: b.config,
+            },
+            deps.clock.now(),
+          ),
         );
         if (!created) throw errors.conflict(`Leaderboard ${b.leaderboard_id} already exists`);
         return presentBoard(created);
@@ -125,7 +150,9 @@ export function leaderboardAdminRoutes(deps: LeaderboardAdminDeps): RouteSpec[] 
       handler: async ({ params, body, tenant }) => {
         const patch = body as Parameters<typeof updateBoard>[3];
         checkConfig(patch.config);
-        const b = await updateBoard(deps.sql, tenant!.id, params.leaderboard_id!, patch, deps.clock.now());
+        const b = await withConfigRef(deps, tenant!.id, patch.reward_config_id, (q) =>
+          updateBoard(q, tenant!.id, params.leaderboard_id!, patch, deps.clock.now()),
+        );
         deps.cache?.forgetBoard(tenant!.id, params.leaderboard_id!);
         if (!b) throw errors.notFound(`Leaderboard ${params.leaderboard_id} not found`);
         return presentBoard(b);
@@ -175,6 +202,8 @@ export function leaderboardAdminRoutes(deps: LeaderboardAdminDeps): RouteSpec[] 
           already_closed: r === 'already_closed',
           closed_at: new Date(w.closed_at!).toISOString(),
           entries: w.entries,
+          // Why the rewards could not be paid in full, or null (core/leaderboards/closing.ts).
+          payout_error: w.payout_error ?? null,
         };
       },
     }),

@@ -3,9 +3,9 @@
  * get, and the user-facing reads. Query gateway (tenant from the JWT): the same reads, an end-user
  * token for its own user only. `level_system_id` picks a system; default: the tenant's first.
  */
-import type { Sql } from '../../adapters/sql/types';
+import type { Queryable, Sql } from '../../adapters/sql/types';
 import type { Clock } from '../../core/clock';
-import { getConfig } from '../../core/rewards/configs';
+import { isForeignKeyViolation, lockConfigRef } from '../../core/rewards/references';
 import {
   createSystem,
   getSystem,
@@ -35,14 +35,26 @@ export function levelRoutes(deps: { sql: Sql; clock: Clock; wallet: Wallet }): R
     if (!s) throw errors.notFound(id ? `Level system ${id} not found` : 'The tenant has no level system');
     return s;
   };
-  const checkRefs = async (
+  /**
+   * Checks the references in the transaction that writes them: the reward config is locked against
+   * deletion until it commits, and its foreign key refuses what slipped past (references.ts).
+   */
+  const withRefs = async <T>(
     tenantId: string,
     b: { currency_id?: string; reward_config_id?: string | null },
-  ) => {
+    write: (q: Queryable) => Promise<T>,
+  ): Promise<T> => {
     if (b.currency_id !== undefined && !(await deps.wallet.currency(sql, tenantId, b.currency_id))) {
       throw errors.validation(`body.currency_id: currency ${b.currency_id} does not exist`);
     }
-    if (b.reward_config_id && !(await getConfig(sql, tenantId, b.reward_config_id))) {
+    try {
+      return await sql.tx(async (q) => {
+        const problem = await lockConfigRef(q, tenantId, b.reward_config_id);
+        if (problem) throw errors.validation(problem);
+        return write(q);
+      });
+    } catch (err) {
+      if (!isForeignKeyViolation(err)) throw err;
       throw errors.validation(`body.reward_config_id: reward config ${b.reward_config_id} does not exist`);
     }
   };
@@ -117,8 +129,9 @@ export function levelRoutes(deps: { sql: Sql; clock: Clock; wallet: Wallet }): R
         const levels = normalizeLevels(b.levels);
         if (!levels.ok) throw errors.validation(levels.error);
         const currency_id = b.currency_id ?? 'xp';
-        await checkRefs(tenant!.id, { ...b, currency_id });
-        return createSystem(sql, tenant!.id, { ...b, currency_id, levels: levels.levels }, clock.now());
+        return withRefs(tenant!.id, { ...b, currency_id }, (q) =>
+          createSystem(q, tenant!.id, { ...b, currency_id, levels: levels.levels }, clock.now()),
+        );
       },
     },
     {
@@ -165,8 +178,9 @@ export function levelRoutes(deps: { sql: Sql; clock: Clock; wallet: Wallet }): R
           if (!n.ok) throw errors.validation(n.error);
           levels = n.levels;
         }
-        await checkRefs(tenant!.id, b);
-        return updateSystem(sql, tenant!.id, params.level_id!, { ...b, levels }, clock.now());
+        return withRefs(tenant!.id, b, (q) =>
+          updateSystem(q, tenant!.id, params.level_id!, { ...b, levels }, clock.now()),
+        );
       },
     },
   ];

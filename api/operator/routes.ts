@@ -1,7 +1,10 @@
 /**
- * Operator routes on the admin gateway (root key only): tenants and API keys.
- * SPEC.md does not show them; docs/authentication.md describes them.
+ * Operator routes on the admin gateway (root key only): tenants, API keys and dead letters.
+ * SPEC.md does not show them; docs/authentication.md describes them (dead letters:
+ * docs/operations.md "Dead letters").
  */
+import type { Queryable } from '../../adapters/sql/types';
+import { listDeadLetters, type DeadLetterFilter } from '../../processors/dead-letters';
 import { TenancyError, type Tenant, type TenantSecrets, type TenantStatus } from '../../core/tenancy/store';
 import type { Services } from '../../runtime/services';
 import { validateTimeframe } from '../../core/windows';
@@ -25,7 +28,7 @@ export function presentTenant(t: Tenant) {
   };
 }
 
-export function operatorRoutes(svc: Services): RouteSpec[] {
+export function operatorRoutes(svc: Services, deps: { sql: Queryable }): RouteSpec[] {
   const mustFind = <T>(v: T | null, what: string): T => {
     if (v === null) throw errors.notFound(`${what} not found`);
     return v;
@@ -149,6 +152,17 @@ export function operatorRoutes(svc: Services): RouteSpec[] {
       tag: 'Operator',
       auth: root,
       handler: async ({ params }) => mustFind(await svc.tenants.revokeApiKey(params.key_id!), 'API key'),
+    },
+    {
+      gateway: 'admin',
+      method: 'GET',
+      path: '/v1/operator/dead-letters',
+      summary:
+        'List dead letters (records a consumer could not apply, with the reason), newest first; filter by consumer and partition, page with cursor',
+      tag: 'Operator',
+      auth: root,
+      query: 'deadletters.query',
+      handler: async ({ query }) => listDeadLetters(deps.sql, query as DeadLetterFilter),
     },
   ];
 }

@@ -17,6 +17,12 @@ import {
 } from '../../core/rewards/configs';
 import { grantsOf } from '../../core/rewards/grant';
 import {
+  inUseMessage,
+  isForeignKeyViolation,
+  usersOfConfig,
+  usersOfItem,
+} from '../../core/rewards/references';
+import {
   createItem,
   deleteItem,
   getItem,
@@ -119,9 +125,14 @@ export function rewardAdminRoutes(deps: { sql: Sql; clock: Clock }): RouteSpec[]
       summary: 'Delete a reward item (past grants keep their copy)',
       auth: write,
       handler: async ({ tenant, params }) => {
-        const i = await deleteItem(sql, tenant!.id, params.item_id!);
-        if (!i) throw errors.notFound(`Reward item ${params.item_id} not found`);
-        return { deleted: true, item_id: i.item_id };
+        const id = params.item_id!;
+        const r = await inUseOnRace(
+          () => sql.tx((q) => deleteItem(q, tenant!.id, id)),
+          async () => inUseMessage(`reward item ${id}`, await usersOfItem(sql, tenant!.id, id)),
+        );
+        if (!r) throw errors.notFound(`Reward item ${id} not found`);
+        if ('in_use' in r) throw errors.conflict(r.in_use);
+        return { deleted: true, item_id: r.deleted.item_id };
       },
     }),
     // ---- reward configs ----
@@ -145,9 +156,13 @@ export function rewardAdminRoutes(deps: { sql: Sql; clock: Clock }): RouteSpec[]
           raw,
           'body',
         );
-        const err = await validateTiers(sql, req.tenant!.id, b.tiers);
-        if (err) throw errors.validation(err);
-        return createConfig(sql, req.tenant!.id, b, clock.now());
+        return missingItemOnRace(() =>
+          sql.tx(async (q) => {
+            const err = await validateTiers(q, req.tenant!.id, b.tiers);
+            if (err) throw errors.validation(err);
+            return createConfig(q, req.tenant!.id, b, clock.now());
+          }),
+        );
       },
     },
     {
@@ -181,11 +196,17 @@ export function rewardAdminRoutes(deps: { sql: Sql; clock: Clock }): RouteSpec[]
       handler: async ({ tenant, params, body }) => {
         const b = body as { name?: string; description?: string | null; tiers?: RewardTier[] };
         await config(tenant!.id, params.reward_id!);
-        if (b.tiers) {
-          const err = await validateTiers(sql, tenant!.id, b.tiers);
-          if (err) throw errors.validation(err);
-        }
-        return updateConfig(sql, tenant!.id, params.reward_id!, b, clock.now());
+        const updated = await missingItemOnRace(() =>
+          sql.tx(async (q) => {
+            if (b.tiers) {
+              const err = await validateTiers(q, tenant!.id, b.tiers);
+              if (err) throw errors.validation(err);
+            }
+            return updateConfig(q, tenant!.id, params.reward_id!, b, clock.now());
+          }),
+        );
+        if (!updated) throw errors.notFound(`Reward config ${params.reward_id} not found`);
+        return updated;
       },
     },
     {
@@ -195,9 +216,14 @@ export function rewardAdminRoutes(deps: { sql: Sql; clock: Clock }): RouteSpec[]
       summary: 'Delete a reward config',
       auth: write,
       handler: async ({ tenant, params }) => {
-        const c = await deleteConfig(sql, tenant!.id, params.reward_id!);
-        if (!c) throw errors.notFound(`Reward config ${params.reward_id} not found`);
-        return c;
+        const id = params.reward_id!;
+        const r = await inUseOnRace(
+          () => sql.tx((q) => deleteConfig(q, tenant!.id, id)),
+          async () => inUseMessage(`reward config ${id}`, await usersOfConfig(sql, tenant!.id, id)),
+        );
+        if (!r) throw errors.notFound(`Reward config ${id} not found`);
+        if ('in_use' in r) throw errors.conflict(r.in_use);
+        return r.deleted;
       },
     },
     // ---- grants ----
@@ -236,4 +262,27 @@ export function rewardQueryRoutes(deps: { sql: Sql }): RouteSpec[] {
       },
     },
   ];
+}
+
+/**
+ * A delete the foreign keys refused: a user attached itself between the in-use check and the
+ * delete (core/rewards/references.ts). Answered like the check would have: 409 naming the users.
+ */
+async function inUseOnRace<T>(run: () => Promise<T>, users: () => Promise<string | null>): Promise<T> {
+  try {
+    return await run();
+  } catch (err) {
+    if (!isForeignKeyViolation(err)) throw err;
+    throw errors.conflict((await users()) ?? 'It is still used; detach it first');
+  }
+}
+
+/** A config write the foreign keys refused: an item it names was deleted meanwhile. */
+async function missingItemOnRace<T>(run: () => Promise<T>): Promise<T> {
+  try {
+    return await run();
+  } catch (err) {
+    if (!isForeignKeyViolation(err)) throw err;
+    throw errors.validation('body.tiers: a reward item the tiers name does not exist');
+  }
 }

@@ -48,6 +48,7 @@ export function walletError(err: unknown): never {
         throw errors.conflict(err.message);
       case 'unknown_currency':
       case 'inactive_currency':
+      case 'not_spendable':
         throw errors.validation(`body.currency_id: ${err.message}`);
       default:
         throw errors.validation(err.message);
@@ -116,6 +117,8 @@ export function walletAdminRoutes(deps: WalletAdminDeps): RouteSpec[] {
               description: b.description ?? null,
               idempotency_key: b.idempotency_key ?? null,
               now: clock.now(),
+              // An admin deduct is a correction (core/wallet/wallet.ts `debitRefusal`).
+              purpose: 'correction',
             }),
           );
           return { transaction_id: r.transaction_id, balance_after: r.balance_after, was_cached: !r.created };

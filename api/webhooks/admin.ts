@@ -5,7 +5,13 @@
 import { randomUUID } from 'node:crypto';
 import type { Sql } from '../../adapters/sql/types';
 import type { Clock } from '../../core/clock';
-import { AddressRefused, checkedAddresses, checkUrl, type Resolver } from '../../core/webhooks/address';
+import {
+  AddressCheckUnavailable,
+  AddressRefused,
+  checkRegistrableName,
+  checkUrl,
+  type Resolver,
+} from '../../core/webhooks/address';
 import { PING } from '../../core/webhooks/events';
 import { pingBody, recordPing } from '../../core/webhooks/queue';
 import { signatureHeaders } from '../../core/webhooks/signing';
@@ -26,6 +32,8 @@ export interface WebhookAdminDeps {
   version: string;
   /** DNS resolution for the registration check; the system resolver by default. */
   resolve?: Resolver;
+  /** How long the registration check waits for DNS; 2 s by default. */
+  resolveTimeoutMs?: number;
 }
 
 const read = { kind: 'admin', scope: scope.read('webhooks'), tenant: true } as const;
@@ -107,10 +115,15 @@ export function webhookAdminRoutes(deps: WebhookAdminDeps): RouteSpec[] {
     if (!v.ok) throw errors.validation(`body.url: ${v.reason}`);
     if (v.ip || config.allowPrivate) return;
     try {
-      await withTimeout(checkedAddresses(v.hostname, false, resolve), 2000);
+      // A name that does not exist (yet) is accepted; every delivery checks again.
+      await checkRegistrableName(v.hostname, resolve, deps.resolveTimeoutMs);
     } catch (err) {
-      // A name that does not resolve yet is accepted; every delivery checks again.
       if (err instanceof AddressRefused) throw errors.validation(`body.url: ${err.message}`);
+      if (err instanceof AddressCheckUnavailable)
+        throw errors.unavailable(
+          `body.url: the address check could not finish (${err.message}); nothing was registered, retry`,
+        );
+      throw err;
     }
   };
 
@@ -344,18 +357,4 @@ function inactive(w: WebhookRow) {
   return errors.conflict(
     `Webhook ${w.id} is off${w.disabled_reason ? ` (${w.disabled_reason})` : ''}; turn it on with PUT {"active": true} first`,
   );
-}
-
-async function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    return await Promise.race([
-      p,
-      new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error('timeout')), ms);
-      }),
-    ]);
-  } finally {
-    clearTimeout(timer);
-  }
 }

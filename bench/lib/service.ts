@@ -69,6 +69,8 @@ export function baseEnv(ports: { ingest: number; admin: number; query: number })
     LUDUS_INGEST_PORT: String(ports.ingest),
     LUDUS_ADMIN_PORT: String(ports.admin),
     LUDUS_QUERY_PORT: String(ports.query),
+    // The operations listener on a free port: several processes of one role share this host.
+    LUDUS_OPS_PORT: '0',
     // Access logs (info) off: the bench measures the service, not pino writing to a file.
     LUDUS_LOG_LEVEL: 'warn',
     LUDUS_RATE_LIMIT_INGEST: 'off',

@@ -7,12 +7,21 @@
  * Exactly once: the close is one SQL transaction that locks the window row and moves it from open
  * to closed; a second closer waits on the lock, then finds it closed and does nothing. The snapshot
  * export happens after the commit and is idempotent; windows closed but not yet exported are
- * exported by `exportPending` (crash recovery).
+ * exported by the scheduler's close job (crash recovery). A failed export never fails the close
+ * (the window is closed and paid): it is logged and left to that job. Scores go to the analytics store
+ * in the score range (./aggregate.ts), and a row the store still refuses is skipped (logged,
+ * counted) so that one row cannot keep a snapshot, and the windows after it, from being exported.
  */
+import { Counter } from 'prom-client';
+import { checkSnapshotEntry } from '../../adapters/analytics/rows';
 import type { Analytics, SnapshotEntry } from '../../adapters/analytics/types';
 import type { RankIndex } from '../../adapters/ranks/types';
 import type { Queryable, Sql } from '../../adapters/sql/types';
 import { enqueue } from '../outbox';
+import type { Logger } from '../../runtime/logger';
+import type { Metrics } from '../../runtime/metrics';
+import { reportRefused, splitRefused } from '../../processors/refused';
+import { normalizeScore } from './aggregate';
 import type { LeaderboardCache } from './cache';
 import { rankingSize, rankPolicy, type Leaderboard } from './definition';
 import { rankRun } from './ranking';
@@ -22,8 +31,8 @@ import {
   getWindow,
   markClosed,
   markExported,
+  markPayoutError,
   standings,
-  unexportedWindows,
   type WindowKey,
 } from './store';
 
@@ -33,14 +42,26 @@ export interface Standing {
   score: number;
 }
 
-/** Called inside the closing transaction with the final standings (reward payout). */
+/**
+ * What a payout did: the distribution sent with `leaderboard.window_completed`, and why it could
+ * not pay in full (its reward config or items are missing, a grant failed), or null.
+ */
+export interface PayoutOutcome {
+  distribution: unknown[];
+  error: string | null;
+}
+
+/**
+ * Called inside the closing transaction with the final standings (reward payout). It answers its
+ * outcome, or just the distribution when it has no error to report.
+ */
 export type PayoutHook = (
   q: Queryable,
   board: Leaderboard,
   window: WindowKey,
   standings: Standing[],
   now: number,
-) => Promise<unknown[]>;
+) => Promise<unknown[] | PayoutOutcome>;
 
 export interface ClosingDeps {
   sql: Sql;
@@ -49,6 +70,9 @@ export interface ClosingDeps {
   payout?: PayoutHook;
   /** The query routes' cache of this process: a close forgets the window's open row at once. */
   cache?: LeaderboardCache;
+  /** Where a failed export and skipped snapshot rows are reported. */
+  log?: Logger;
+  metrics?: Metrics;
 }
 
 /** The final standings of a window: the top `size` in board order, ranked by the board's policy. */
@@ -65,7 +89,28 @@ export async function finalStandings(q: Queryable, board: Leaderboard, k: Window
 
 export type CloseResult = 'closed' | 'already_closed' | 'not_found';
 
+const PAYOUT_ERRORS = 'ludus_leaderboard_payout_errors_total';
+
+/** Counts closes that could not pay in full (one counter per metrics registry). */
+function payoutErrors(metrics: Metrics): Counter<string> {
+  return (
+    (metrics.registry.getSingleMetric(PAYOUT_ERRORS) as Counter<string> | undefined) ??
+    new Counter({
+      name: PAYOUT_ERRORS,
+      help: 'Leaderboard windows closed whose reward payout could not pay in full (the window records payout_error)',
+      registers: [metrics.registry],
+    })
+  );
+}
+
+/**
+ * Closes a window. A payout that cannot pay in full (a reward config or item missing at close, a
+ * failed grant) does not block the close: the window closes, pays what it can, and records why in
+ * `payout_error` (shown by the close route), with an error log line and
+ * `ludus_leaderboard_payout_errors_total`, so prizes are never lost silently.
+ */
 export async function closeWindow(deps: ClosingDeps, k: WindowKey, now: number): Promise<CloseResult> {
+  let payoutError: string | null = null;
   const result = await deps.sql.tx(async (q): Promise<CloseResult> => {
     const w = await getWindow(q, k, true);
     if (!w) return 'not_found';
@@ -75,7 +120,12 @@ export async function closeWindow(deps: ClosingDeps, k: WindowKey, now: number):
     await markClosed(q, k, now, entries);
     if (!board || entries === 0) return 'closed';
     const final = await finalStandings(q, board, k);
-    const distribution = deps.payout ? await deps.payout(q, board, k, final, now) : [];
+    const paid = deps.payout ? await deps.payout(q, board, k, final, now) : [];
+    const { distribution, error } = Array.isArray(paid) ? { distribution: paid, error: null } : paid;
+    if (error) {
+      payoutError = error;
+      await markPayoutError(q, k, error);
+    }
     await enqueue(q, {
       tenant_id: k.tenant_id,
       event_type: 'leaderboard.window_completed',
@@ -94,8 +144,27 @@ export async function closeWindow(deps: ClosingDeps, k: WindowKey, now: number):
     return 'closed';
   });
   if (result === 'closed') {
+    if (payoutError) {
+      if (deps.metrics) payoutErrors(deps.metrics).inc();
+      deps.log?.error(
+        {
+          tenant_id: k.tenant_id,
+          leaderboard_id: k.leaderboard_id,
+          window_key: k.window_key,
+          payout_error: payoutError,
+        },
+        'leaderboard window closed but its rewards could not be paid in full',
+      );
+    }
     deps.cache?.forgetWindow(k);
-    await exportSnapshot(deps, k);
+    try {
+      await exportSnapshot(deps, k);
+    } catch (err) {
+      deps.log?.warn(
+        { err, tenant_id: k.tenant_id, leaderboard_id: k.leaderboard_id, window_key: k.window_key },
+        'snapshot export failed; the scheduler exports it later',
+      );
+    }
     await deps.ranks.dropBoard(`${k.tenant_id}:${k.leaderboard_id}:${k.window_key}`).catch(() => undefined);
   }
   return result;
@@ -114,16 +183,16 @@ export async function exportSnapshot(deps: ClosingDeps, k: WindowKey): Promise<v
       snapshot_time: w.closed_at!,
       user_id: s.user_id,
       rank: s.rank,
-      score: s.score,
+      score: normalizeScore(s.score),
     }));
-    await deps.analytics.insertSnapshot(rows);
+    const { accepted, refused } = splitRefused(rows, checkSnapshotEntry);
+    reportRefused(deps, 'analytics_snapshot', refused, (r) => ({
+      tenant_id: r.tenant_id,
+      leaderboard_id: r.leaderboard_id,
+      window_key: r.window_key,
+      user_id: r.user_id,
+    }));
+    if (accepted.length) await deps.analytics.insertSnapshot(accepted);
   }
   await markExported(deps.sql, k);
-}
-
-/** Exports windows closed before a crash interrupted their export. */
-export async function exportPending(deps: ClosingDeps, limit = 100): Promise<number> {
-  const pending = await unexportedWindows(deps.sql, limit);
-  for (const w of pending) await exportSnapshot(deps, w);
-  return pending.length;
 }

@@ -7,16 +7,25 @@
 import { getConfig, itemsForRank } from '../rewards/configs';
 import type { Granter } from '../rewards/grant';
 import { getItems } from '../rewards/items';
-import type { PayoutHook } from './closing';
+import type { PayoutHook, PayoutOutcome } from './closing';
 
 export function payoutHook(granter: Granter): PayoutHook {
-  return async (q, board, w, standings, now) => {
-    if (!board.reward_config_id) return [];
+  return async (q, board, w, standings, now): Promise<PayoutOutcome> => {
+    if (!board.reward_config_id) return { distribution: [], error: null };
+    // The foreign keys (migration 009) keep both present for boards written since; a reference
+    // dangling from before is reported, not skipped in silence.
     const config = await getConfig(q, board.tenant_id, board.reward_config_id);
-    if (!config) return [];
-    const all = await getItems(q, board.tenant_id, [
-      ...new Set(standings.flatMap((s) => itemsForRank(config, s.rank))),
-    ]);
+    if (!config)
+      return {
+        distribution: [],
+        error: `reward config ${board.reward_config_id} does not exist; nothing was paid`,
+      };
+    const wanted = [...new Set(standings.flatMap((s) => itemsForRank(config, s.rank)))];
+    const all = await getItems(q, board.tenant_id, wanted);
+    const problems: string[] = [];
+    const missing = wanted.filter((id) => !all.has(id));
+    if (missing.length) problems.push(`reward items ${missing.join(', ')} do not exist; they were not paid`);
+    const failed: string[] = [];
     const distribution = [];
     for (const s of standings) {
       const items = itemsForRank(config, s.rank)
@@ -32,6 +41,7 @@ export function payoutHook(granter: Granter): PayoutHook {
         grant_key: `leaderboard:${board.leaderboard_id}:${w.window_key}:${s.user_id}`,
         now,
       });
+      for (const g of granted) if (g.status === 'failed') failed.push(`${s.user_id} (${g.item_id})`);
       distribution.push({
         user_id: s.user_id,
         rank: s.rank,
@@ -44,6 +54,10 @@ export function payoutHook(granter: Granter): PayoutHook {
         })),
       });
     }
-    return distribution;
+    if (failed.length)
+      problems.push(
+        `grants failed (recorded as failed in reward_grants) for ${failed.slice(0, 20).join(', ')}${failed.length > 20 ? ` and ${failed.length - 20} more` : ''}`,
+      );
+    return { distribution, error: problems.length ? problems.join('; ') : null };
   };
 }

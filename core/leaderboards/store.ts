@@ -142,6 +142,8 @@ export interface WindowRow {
   closed_at: number | null;
   entries: number | null;
   exported: boolean;
+  /** Why the close could not pay its rewards in full, or null (core/leaderboards/closing.ts). */
+  payout_error: string | null;
 }
 
 export interface WindowKey {
@@ -235,6 +237,13 @@ export async function markClosed(q: Queryable, k: WindowKey, now: number, entrie
     `UPDATE leaderboard_windows SET status = 'closed', closed_at = $4, entries = $5
      WHERE tenant_id = $1 AND leaderboard_id = $2 AND window_key = $3`,
     [k.tenant_id, k.leaderboard_id, k.window_key, now, entries],
+  );
+}
+
+export async function markPayoutError(q: Queryable, k: WindowKey, error: string): Promise<void> {
+  await q.query(
+    'UPDATE leaderboard_windows SET payout_error = $4 WHERE tenant_id = $1 AND leaderboard_id = $2 AND window_key = $3',
+    [k.tenant_id, k.leaderboard_id, k.window_key, error],
   );
 }
 

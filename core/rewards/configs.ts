@@ -6,6 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Queryable } from '../../adapters/sql/types';
 import { getItems } from './items';
+import { inUseMessage, lockItemRefs, usersOfConfig } from './references';
 
 export type TierCondition =
   | { type: 'rank_range'; start: number; end: number }
@@ -49,7 +50,18 @@ const toConfig = (r: Row): RewardConfig => ({
   updated_at: new Date(r.updated_at).toISOString(),
 });
 
-/** SPEC validation of tiers beyond the schema, plus: every item id must exist. Null when valid. */
+/** Every reward item id a config's tiers name (item_ids and rank_items), once each. */
+export function tierItemIds(tiers: RewardTier[]): string[] {
+  return [
+    ...new Set(tiers.flatMap((t) => [...(t.item_ids ?? []), ...Object.values(t.rank_items ?? {}).flat()])),
+  ];
+}
+
+/**
+ * SPEC validation of tiers beyond the schema, plus: every item id must exist. Null when valid.
+ * Run it in the transaction that writes the config: the items are locked against deletion until
+ * it commits (core/rewards/references.ts).
+ */
 export async function validateTiers(
   q: Queryable,
   tenantId: string,
@@ -77,7 +89,7 @@ export async function validateTiers(
     }
     t.item_ids?.forEach((id) => ids.add(id));
   }
-  const found = await getItems(q, tenantId, [...ids]);
+  const found = await lockItemRefs(q, tenantId, [...ids]);
   const missing = [...ids].find((id) => !found.has(id));
   return missing ? `body.tiers: reward item ${missing} does not exist` : null;
 }
@@ -93,7 +105,22 @@ export async function createConfig(
     `INSERT INTO reward_configs (tenant_id, id, name, description, tiers, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $6) RETURNING *`,
     [tenantId, randomUUID(), b.name, b.description ?? null, JSON.stringify(b.tiers), at],
   );
+  await syncItems(q, tenantId, r.rows[0]!.id, b.tiers);
   return toConfig(r.rows[0]!);
+}
+
+/** Keeps reward_config_items (the foreign keys to the items) equal to the items the tiers name. */
+async function syncItems(q: Queryable, tenantId: string, configId: string, tiers: RewardTier[]) {
+  await q.query('DELETE FROM reward_config_items WHERE tenant_id = $1 AND config_id = $2', [
+    tenantId,
+    configId,
+  ]);
+  const ids = tierItemIds(tiers);
+  if (ids.length === 0) return;
+  await q.query(
+    'INSERT INTO reward_config_items (tenant_id, config_id, item_id) SELECT $1, $2, unnest($3::text[])',
+    [tenantId, configId, ids],
+  );
 }
 
 export async function getConfig(q: Queryable, tenantId: string, id: string): Promise<RewardConfig | null> {
@@ -136,15 +163,29 @@ export async function updateConfig(
       new Date(now).toISOString(),
     ],
   );
+  if (r.rows[0] && p.tiers) await syncItems(q, tenantId, id, p.tiers);
   return r.rows[0] ? toConfig(r.rows[0]) : null;
 }
 
-export async function deleteConfig(q: Queryable, tenantId: string, id: string): Promise<RewardConfig | null> {
-  const r = await q.query<Row>('DELETE FROM reward_configs WHERE tenant_id = $1 AND id = $2 RETURNING *', [
+/**
+ * Deletes a config nobody uses: `in_use` names the leaderboards and level systems that still do
+ * (nothing deleted). Run it in a transaction: the row is locked first, so a concurrent attach
+ * either committed before the check (and is named) or fails on the foreign key after it.
+ */
+export async function deleteConfig(
+  q: Queryable,
+  tenantId: string,
+  id: string,
+): Promise<{ deleted: RewardConfig } | { in_use: string } | null> {
+  const cur = await q.query<Row>('SELECT * FROM reward_configs WHERE tenant_id = $1 AND id = $2 FOR UPDATE', [
     tenantId,
     id,
   ]);
-  return r.rows[0] ? toConfig(r.rows[0]) : null;
+  if (!cur.rows[0]) return null;
+  const inUse = inUseMessage(`reward config ${id}`, await usersOfConfig(q, tenantId, id));
+  if (inUse) return { in_use: inUse };
+  await q.query('DELETE FROM reward_configs WHERE tenant_id = $1 AND id = $2', [tenantId, id]);
+  return { deleted: toConfig(cur.rows[0]) };
 }
 
 /** Items for a rank: rank_items of the rank when present, else the tier's item_ids; tiers in order. */
@@ -170,34 +211,36 @@ export function itemsForMetric(c: RewardConfig, metric: string, value: number): 
   return out;
 }
 
-/** The page form of a config's rank tiers: `{reward_config_id, tiers: [{rank_start, rank_end, items}]}`. */
+/**
+ * The page form of a config's rank tiers (SPEC.md "Leaderboard page"):
+ * `{reward_config_id, tiers: [{rank_start, rank_end, items}]}`. A tier with `item_ids` is one
+ * entry for its whole range; a tier with `rank_items` is one entry per ranked key
+ * (`rank_start = rank_end = key`) with that rank's items, so a client reading SPEC.md's shape sees
+ * every prize (a rank of the range with no key wins nothing and has no entry). Sorted by rank.
+ */
 export async function rankTiersView(q: Queryable, c: RewardConfig) {
-  const ids = c.tiers.flatMap((t) => [...(t.item_ids ?? []), ...Object.values(t.rank_items ?? {}).flat()]);
-  const items = await getItems(q, c.tenant_id, ids);
+  const items = await getItems(q, c.tenant_id, tierItemIds(c.tiers));
   const brief = (id: string) => {
     const i = items.get(id);
     return i
       ? { item_id: i.item_id, name: i.name, reward_type: i.reward_type, payload: i.payload }
       : { item_id: id };
   };
-  return {
-    reward_config_id: c.reward_config_id,
-    tiers: c.tiers
-      .filter((t) => t.condition.type === 'rank_range')
-      .map((t) => {
-        const cond = t.condition as { start: number; end: number };
-        return {
-          rank_start: cond.start,
-          rank_end: cond.end,
-          items: (t.item_ids ?? []).map(brief),
-          ...(t.rank_items
-            ? {
-                rank_items: Object.fromEntries(
-                  Object.entries(t.rank_items).map(([k, v]) => [k, v.map(brief)]),
-                ),
-              }
-            : {}),
-        };
-      }),
-  };
+  const tiers: Array<{ rank_start: number; rank_end: number; items: ReturnType<typeof brief>[] }> = [];
+  for (const t of c.tiers) {
+    if (t.condition.type !== 'rank_range') continue;
+    if (t.rank_items) {
+      for (const [k, v] of Object.entries(t.rank_items))
+        tiers.push({ rank_start: Number(k), rank_end: Number(k), items: v.map(brief) });
+    } else {
+      tiers.push({
+        rank_start: t.condition.start,
+        rank_end: t.condition.end,
+        items: (t.item_ids ?? []).map(brief),
+      });
+    }
+  }
+  // Stable: tiers covering the same rank keep the config's order.
+  tiers.sort((a, b) => a.rank_start - b.rank_start || a.rank_end - b.rank_end);
+  return { reward_config_id: c.reward_config_id, tiers };
 }

@@ -1,6 +1,7 @@
 /** Reward items: reusable definitions of what a user receives (SPEC.md "Reward item"). */
 import { randomUUID } from 'node:crypto';
 import type { Queryable } from '../../adapters/sql/types';
+import { inUseMessage, usersOfItem } from './references';
 
 export interface RewardItem {
   item_id: string;
@@ -124,10 +125,23 @@ export async function updateItem(
   return r.rows[0] ? toItem(r.rows[0]) : null;
 }
 
-export async function deleteItem(q: Queryable, tenantId: string, id: string): Promise<RewardItem | null> {
-  const r = await q.query<Row>('DELETE FROM reward_items WHERE tenant_id = $1 AND id = $2 RETURNING *', [
+/**
+ * Deletes an item no reward config names: `in_use` names the configs that still do (nothing
+ * deleted). Run it in a transaction: the row is locked first, so a concurrent config write either
+ * committed before the check (and is named) or fails on the foreign key after it.
+ */
+export async function deleteItem(
+  q: Queryable,
+  tenantId: string,
+  id: string,
+): Promise<{ deleted: RewardItem } | { in_use: string } | null> {
+  const cur = await q.query<Row>('SELECT * FROM reward_items WHERE tenant_id = $1 AND id = $2 FOR UPDATE', [
     tenantId,
     id,
   ]);
-  return r.rows[0] ? toItem(r.rows[0]) : null;
+  if (!cur.rows[0]) return null;
+  const inUse = inUseMessage(`reward item ${id}`, await usersOfItem(q, tenantId, id));
+  if (inUse) return { in_use: inUse };
+  await q.query('DELETE FROM reward_items WHERE tenant_id = $1 AND id = $2', [tenantId, id]);
+  return { deleted: toItem(cur.rows[0]) };
 }

@@ -162,6 +162,19 @@ export class TenantStore {
     return r.rows[0] ? toTenant(r.rows[0]) : null;
   }
 
+  /**
+   * Tenants whose identity provider has this issuer and one of these organisation values: one
+   * lookup on the unique index (idp_issuer, idp_org_value), whatever the number of tenants.
+   */
+  async findTenantsByIdpValues(issuer: string, orgValues: string[]): Promise<Tenant[]> {
+    if (orgValues.length === 0) return [];
+    const r = await this.db.query<TenantRow>(
+      'SELECT * FROM tenants WHERE idp_issuer = $1 AND idp_org_value = ANY($2::text[])',
+      [issuer, orgValues],
+    );
+    return r.rows.map(toTenant);
+  }
+
   async updateTenant(
     id: string,
     patch: { name?: string; status?: TenantStatus; idp?: Tenant['idp']; timezone?: string },

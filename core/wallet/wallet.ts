@@ -4,7 +4,7 @@
  * the outbox event (currency.earned / currency.spent). The balance row is locked first, so
  * concurrent spends serialise and never overdraw. An idempotency key returns the first result.
  */
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import type { Queryable } from '../../adapters/sql/types';
 import { enqueueMany } from '../outbox';
 
@@ -13,7 +13,8 @@ export type WalletErrorCode =
   | 'unknown_currency'
   | 'inactive_currency'
   | 'invalid_amount'
-  | 'idempotency_conflict';
+  | 'idempotency_conflict'
+  | 'not_spendable';
 
 export class WalletError extends Error {
   constructor(
@@ -36,6 +37,35 @@ export interface Movement {
   description?: string | null;
   idempotency_key?: string | null;
   now: number;
+}
+
+/**
+ * Why money leaves a balance; it decides what an accumulate-only currency (`is_spendable: false`,
+ * for example xp) allows (docs/wallet.md "Spendable and accumulate-only currencies"):
+ * - `spend`: a user or a feature spends (store purchase, wheel spin cost, and every later spend):
+ *   refused on an accumulate-only currency (`not_spendable`);
+ * - `correction`: an operator corrects a balance (the admin deduct): allowed on an accumulate-only
+ *   currency only when its `source_type` is `manual_adjustment`, so taking xp back is always a
+ *   deliberate, recognisable ledger row and never an accidental "spend".
+ */
+export type DebitPurpose = 'spend' | 'correction';
+
+/** The one `source_type` that may debit an accumulate-only currency (purpose `correction`). */
+export const ADJUSTMENT_SOURCE = 'manual_adjustment';
+
+/** Null when the debit may leave this currency, else why not (nothing is written). */
+export function debitRefusal(
+  currency: Pick<Currency, 'id' | 'is_spendable'>,
+  m: { purpose: DebitPurpose; source_type: string },
+): WalletError | null {
+  if (currency.is_spendable) return null;
+  if (m.purpose === 'correction' && m.source_type === ADJUSTMENT_SOURCE) return null;
+  return new WalletError(
+    'not_spendable',
+    m.purpose === 'correction'
+      ? `Currency ${currency.id} is accumulate-only (is_spendable: false); an admin correction of it needs source_type "${ADJUSTMENT_SOURCE}"`
+      : `Currency ${currency.id} is accumulate-only (is_spendable: false) and cannot be spent`,
+  );
 }
 
 export interface MovementResult {
@@ -82,12 +112,15 @@ interface LedgerRow {
   balance_after: number;
 }
 
-type Signed = Movement & { sign: 1 | -1 };
+type Signed = Movement & { sign: 1 | -1; purpose?: DebitPurpose };
 
 /** Per movement of a batch: its result, or why it was refused (nothing of it was written). */
 export type BatchResult = MovementResult | WalletError;
 
 const pairId = (tenant: string, a: string, b = '') => `${tenant}\u0000${a}\u0000${b}`;
+
+/** Advisory lock class of idempotency keys ('LDWK'). */
+const KEY_LOCK_CLASS = 0x4c44574b;
 
 export class Wallet {
   private readonly hooks: LifetimeHook[] = [];
@@ -108,7 +141,8 @@ export class Wallet {
     return this.one(q, { ...m, sign: 1 });
   }
 
-  debit(q: Queryable, m: Movement): Promise<MovementResult> {
+  /** Debits `m`; `purpose` decides what an accumulate-only currency allows (`debitRefusal`). */
+  debit(q: Queryable, m: Movement & { purpose: DebitPurpose }): Promise<MovementResult> {
     return this.one(q, { ...m, sign: -1 });
   }
 
@@ -130,8 +164,9 @@ export class Wallet {
   }
 
   /**
-   * The one path of every balance change: idempotency keys (before and after the lock: a
-   * concurrent movement with the same key may commit while this one waits), currencies, balance
+   * The one path of every balance change: idempotency keys (locked first, so concurrent movements
+   * with one key serialise whatever users or currencies they name; then read before and after the
+   * balance lock: a concurrent movement with the same key may commit while this one waits), currencies, balance
    * rows created and locked in one order, then the ledger rows, balances, outbox events and
    * lifetime hooks written in one statement each.
    */
@@ -140,6 +175,10 @@ export class Wallet {
       Number.isSafeInteger(m.amount) && m.amount > 0
         ? undefined
         : new WalletError('invalid_amount', 'amount must be a positive integer (minor units)'),
+    );
+    await this.lockKeys(
+      q,
+      ms.filter((m, i) => !results[i] && m.idempotency_key),
     );
     const replayKnown = async () => {
       const seen = await this.byKeys(
@@ -165,6 +204,9 @@ export class Wallet {
       if (!cur) results[i] = new WalletError('unknown_currency', `Currency ${m.currency_id} does not exist`);
       else if (!cur.active)
         results[i] = new WalletError('inactive_currency', `Currency ${m.currency_id} is not active`);
+      else if (m.sign < 0)
+        results[i] =
+          debitRefusal(cur, { purpose: m.purpose ?? 'spend', source_type: m.source_type }) ?? undefined;
     }
     if (pending().length === 0) return results as BatchResult[];
 
@@ -333,6 +375,29 @@ export class Wallet {
         rows.map((r) => r.m.idempotency_key ?? null),
         rows.map((r) => r.m.now),
       ],
+    );
+  }
+
+  /**
+   * Takes a transaction-scoped advisory lock per (tenant, idempotency key), in one order. Without
+   * it, two movements with one key for different balance rows lock different rows, neither sees
+   * the other's uncommitted ledger row, and the second fails on the unique index (a 500) instead
+   * of being judged against the first (the same result, or idempotency_conflict: 409). The lock
+   * space (two int4 keys, class KEY_LOCK_CLASS) is apart from the migrations' bigint lock; a hash
+   * collision only serialises two movements.
+   */
+  private async lockKeys(q: Queryable, ms: Movement[]): Promise<void> {
+    if (ms.length === 0) return;
+    const hashes = [
+      ...new Set(
+        ms.map((m) =>
+          createHash('sha256').update(pairId(m.tenant_id, m.idempotency_key!)).digest().readInt32BE(0),
+        ),
+      ),
+    ].sort((a, b) => a - b);
+    await q.query(
+      `SELECT pg_advisory_xact_lock($1::int4, k) FROM unnest($2::int4[]) WITH ORDINALITY AS u(k, n) ORDER BY n`,
+      [KEY_LOCK_CLASS, hashes],
     );
   }
 

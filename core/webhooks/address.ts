@@ -3,7 +3,8 @@
  * its host must not be (or resolve to) a loopback, private, link-local or otherwise special
  * address, unless the operator allows private addresses (LUDUS_WEBHOOK_ALLOW_PRIVATE=true).
  *
- * The check runs at registration (a clear 400) and again at delivery time, on the addresses the
+ * The check runs at registration (a clear 400; a retryable 503 when the DNS lookup cannot finish:
+ * the check fails closed) and again at delivery time, on the addresses the
  * connection will actually use (the dispatcher's DNS lookup goes through `checkedAddresses`), so a
  * name that resolves to a public address at registration and to 127.0.0.1 later (DNS rebinding) is
  * still refused. Numeric host forms (`2130706433`, `0x7f000001`, `0177.1`, `127.1`) are normalised
@@ -174,6 +175,58 @@ export async function checkedAddresses(
     if (!v.ok) throw new AddressRefused(`${hostname} resolves to ${v.reason}${PRIVATE_HINT}`);
   }
   return addresses;
+}
+
+/** Resolver errors that are a definitive answer: the name has no address (yet). */
+const NO_SUCH_NAME = new Set(['ENOTFOUND', 'ENODATA']);
+
+/** How long the registration check waits for DNS by default (docs/webhooks.md). */
+export const REGISTRATION_CHECK_TIMEOUT_MS = 2000;
+
+/**
+ * The registration check of a host name: resolves it within `timeoutMs` and checks every answer.
+ * Fails closed: an answer naming a refused address throws AddressRefused (a 400); a lookup that
+ * does not finish in time or fails for another reason than "no such name" (EAI_AGAIN, SERVFAIL,
+ * a busy resolver) throws AddressCheckUnavailable (a retryable 503), so a name that cannot be
+ * checked is never registered. A name that does not exist is 'unresolved': accepted, since every
+ * delivery checks the addresses it connects to.
+ */
+export async function checkRegistrableName(
+  hostname: string,
+  resolve: Resolver,
+  timeoutMs = REGISTRATION_CHECK_TIMEOUT_MS,
+): Promise<'ok' | 'unresolved'> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () =>
+        reject(
+          new AddressCheckUnavailable(`the DNS lookup of ${hostname} did not finish within ${timeoutMs} ms`),
+        ),
+      timeoutMs,
+    );
+  });
+  try {
+    await Promise.race([checkedAddresses(hostname, false, resolve), timeout]);
+    return 'ok';
+  } catch (err) {
+    if (err instanceof AddressRefused || err instanceof AddressCheckUnavailable) throw err;
+    const code = (err as { code?: unknown }).code;
+    if (typeof code === 'string' && NO_SUCH_NAME.has(code)) return 'unresolved';
+    throw new AddressCheckUnavailable(
+      `the DNS lookup of ${hostname} failed (${typeof code === 'string' ? code : (err as Error).message})`,
+    );
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** The address check could not finish: nothing was registered; the client may retry. */
+export class AddressCheckUnavailable extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'AddressCheckUnavailable';
+  }
 }
 
 export class AddressRefused extends Error {

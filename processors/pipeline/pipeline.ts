@@ -10,6 +10,7 @@ import type { Queryable, Sql } from '../../adapters/sql/types';
 import type { Clock } from '../../core/clock';
 import { EVENTS_TOPIC, type EventRecord } from '../../schemas/topics';
 import type { Logger } from '../../runtime/logger';
+import type { Metrics } from '../../runtime/metrics';
 import { eventView } from '../../core/leaderboards/definition';
 import { applyEarningRules } from '../../core/wallet/earning';
 import type { Wallet } from '../../core/wallet/wallet';
@@ -26,6 +27,7 @@ export interface PipelineDeps {
   ranks: RankIndex;
   clock: Clock;
   log: Logger;
+  metrics?: Metrics;
 }
 
 /** What a step reports for one event: it changed something, or nothing applied. */

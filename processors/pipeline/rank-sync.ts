@@ -9,13 +9,21 @@
  *   commit and the apply): resume the log from the watermark and re-push those users' SQL scores;
  * - no watermark but SQL has applied records: the index lost its state (Redis restarted without
  *   persistence, or a fresh in-memory index at start): rebuild the partition from SQL.
+ *
+ * A row the index refuses (adapters/ranks/validate.ts: a member over 512 UTF-8 bytes, a score that
+ * is not finite, stored before the score range of core/leaderboards/aggregate.ts) is skipped with
+ * a log line and `ludus_skipped_rows_total{stage="rank_sync"}`, and the watermark moves on: one
+ * bad row never stops a partition. That user is then missing from the index (SQL still has it).
  */
 import type { RankIndex, RankUpdate } from '../../adapters/ranks/types';
+import { checkMember, checkUpdate } from '../../adapters/ranks/validate';
 import { Mutex } from '../../adapters/sql/mutex';
 import type { Queryable, Sql } from '../../adapters/sql/types';
 import type { LeaderboardConfig } from '../../core/leaderboards/definition';
 import { openScoresOfPartition, type ScoreRow } from '../../core/leaderboards/store';
 import type { Logger } from '../../runtime/logger';
+import type { Metrics } from '../../runtime/metrics';
+import { reportRefused, splitRefused } from '../refused';
 
 export const REBUILD_CHUNK = 5000;
 
@@ -36,7 +44,7 @@ export class RankSync {
   private readonly locks = new Map<number, Mutex>();
 
   constructor(
-    private readonly deps: { ranks: RankIndex; sql: Sql; log: Logger },
+    private readonly deps: { ranks: RankIndex; sql: Sql; log: Logger; metrics?: Metrics },
     readonly stream: string,
   ) {}
 
@@ -44,6 +52,13 @@ export class RankSync {
     let m = this.locks.get(partition);
     if (!m) this.locks.set(partition, (m = new Mutex()));
     return m.run(fn);
+  }
+
+  /** The updates the index accepts; the others are logged, counted and skipped. */
+  private acceptable(updates: RankUpdate[], partition: number): RankUpdate[] {
+    const { accepted, refused } = splitRefused(updates, checkUpdate);
+    reportRefused(this.deps, 'rank_sync', refused, (u) => ({ partition, board: u.board, user_id: u.member }));
+    return accepted;
   }
 
   /** Where the log should resume for each partition, rebuilding partitions whose index state is lost. */
@@ -88,7 +103,7 @@ export class RankSync {
   async rebuild(partition: number, sqlOffset: number): Promise<void> {
     const started = Date.now();
     const rows = await openScoresOfPartition(this.deps.sql, partition);
-    const updates = rows.map(toUpdate);
+    const updates = this.acceptable(rows.map(toUpdate), partition);
     // Intermediate chunks go under a side stream (their own increasing watermarks); the last one
     // sets the real watermark, so a crash mid-rebuild simply rebuilds again.
     let i = 0;
@@ -134,10 +149,16 @@ export class RankSync {
       const min = configs.get(`${r.tenant_id}\u0000${r.leaderboard_id}`)?.ranking?.min_score;
       if (min !== undefined && r.score < min) {
         const b = boardKey(r);
-        drop.set(b, [...(drop.get(b) ?? []), r.user_id]);
+        // A member the index would refuse cannot be in it: nothing to remove.
+        if (splitRefused([r.user_id], checkMember).accepted.length)
+          drop.set(b, [...(drop.get(b) ?? []), r.user_id]);
       } else keep.push(toUpdate(r));
     }
-    await this.deps.ranks.apply(keep, { stream: this.stream, partition, nextOffset });
+    await this.deps.ranks.apply(this.acceptable(keep, partition), {
+      stream: this.stream,
+      partition,
+      nextOffset,
+    });
     for (const [b, members] of drop) await this.deps.ranks.remove(b, members);
   }
 }

@@ -82,7 +82,7 @@ export class ScoringStep {
       const view = eventView(event);
       for (const scorer of boards) {
         const points = scorer.points(view);
-        if (points === null || !Number.isFinite(points)) continue;
+        if (points === null || Number.isNaN(points)) continue;
         const cfg = scorer.board.config;
         const w = windowAt(cfg.timeframe, event.occurred_at);
         const closesAt =

@@ -5,6 +5,7 @@ import { MemoryRateLimiter } from '../../adapters/ratelimit/memory';
 import { RedisRateLimiter } from '../../adapters/ratelimit/redis';
 import type { RateLimiter } from '../../adapters/ratelimit/types';
 import { stack, uniqueName } from '../support/stack';
+import { waitFor } from '../support/wait';
 
 const prefix = `${uniqueName('rl')}:`;
 const adapters: Array<[string, () => RateLimiter]> = [
@@ -48,6 +49,17 @@ describe.each(adapters)('RateLimiter contract [%s]', (_name, make) => {
     for (let i = 0; i < 3; i++) await rl.hit(a, windows, T0);
     expect((await rl.hit(a, windows, T0)).allowed).toBe(false);
     expect((await rl.hit(b, windows, T0)).allowed).toBe(true);
+  });
+
+  it('remembers a key once until its time to live passes (firstUse)', async () => {
+    const key = uniqueName('once');
+    const now = Date.now();
+    const first = await Promise.all(Array.from({ length: 10 }, () => rl.firstUse(key, 1500, now)));
+    expect(first.filter(Boolean)).toHaveLength(1);
+    expect(await rl.firstUse(key, 1500, now + 100)).toBe(false);
+    expect(await rl.firstUse(uniqueName('other'), 1500, now)).toBe(true);
+    // Redis expires by its own clock, memory by the `now` given: wait for the key to be forgotten.
+    await waitFor(() => rl.firstUse(key, 1500, Date.now()), { timeoutMs: 5000 });
   });
 
   it('never lets concurrent hits exceed the limit', async () => {

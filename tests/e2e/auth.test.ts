@@ -393,7 +393,7 @@ describe.each(SHAPES)('credentials [%s]', (shape) => {
         headers: {
           'x-tenant-id': t.id,
           'x-timestamp': String(ts),
-          'x-signature': sign(t.hmac_secret, path, ts),
+          'x-signature': sign(t.hmac_secret, `${path}?x=1`, ts),
         },
       });
       expect(q.status).toBe(200);
@@ -423,7 +423,7 @@ describe.each(SHAPES)('credentials [%s]', (shape) => {
           'AUTH_001',
         ],
         [
-          'replayed outside the window',
+          'signed more than the window ago',
           {
             'x-tenant-id': t.id,
             'x-timestamp': String(ts - 301),
@@ -464,6 +464,17 @@ describe.each(SHAPES)('credentials [%s]', (shape) => {
         expect([what, r.status, r.body.code]).toEqual([what, status, code]);
         expect(typeof r.body.error).toBe('string');
       }
+      // An exact replay inside the window: accepted once, then refused (AUTH_004).
+      const target = '/v1/whoami?case=replay';
+      const once = {
+        'x-tenant-id': t.id,
+        'x-timestamp': String(ts),
+        'x-signature': sign(t.hmac_secret, target, ts),
+      };
+      expect((await call('GET', `${app.url.ingest}${target}`, { headers: once })).status).toBe(200);
+      const replay = await call('GET', `${app.url.ingest}${target}`, { headers: once });
+      expect([replay.status, replay.body.code]).toEqual([401, 'AUTH_004']);
+      expect(replay.body.error).toMatch(/^Replayed request/);
     });
 
     it('is not accepted on the query short forms', async () => {

@@ -8,9 +8,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { childEnv, spawnCli } from '../support/process';
+import { waitFor } from '../support/wait';
 
 const run = promisify(execFile);
 const ROOT = join(__dirname, '..', '..');
+
+// Each step spawns a fresh CLI process (tsx, migrations, PGlite open): seconds each on a loaded
+// two-core machine, so the test bound is generous.
+jest.setTimeout(180_000);
 
 describe('ludus command line [embedded]', () => {
   let dir: string;
@@ -106,9 +111,12 @@ describe('first embedded start', () => {
     });
     const p = spawnCli(['serve'], env);
     try {
-      await p.waitForLog((l) => typeof l.raw === 'string' && l.raw.includes('Query gateway'));
       await p.waitForLog((l) => l.msg === 'ludus is up');
-      const text = p.logs.map((l) => (typeof l.raw === 'string' ? l.raw : '')).join('\n');
+      // The banner (secrets) goes to stderr; stdout holds only JSON log lines.
+      const text = await waitFor(() => (p.stderr().includes('Query gateway') ? p.stderr() : null), {
+        what: 'the welcome banner on stderr',
+      });
+      expect(p.logs.filter((l) => 'raw' in l)).toEqual([]);
       expect(text).toContain('Demo tenant "demo" created');
       expect(text).toMatch(/API key \(admin gateway\):\s+ldk_/);
       expect(text).toMatch(/Root key/);
@@ -124,6 +132,7 @@ describe('first embedded start', () => {
       await again.waitForLog((l) => l.msg === 'ludus is up');
       again.child.kill('SIGTERM');
       await again.exited;
+      expect(again.stderr()).not.toContain('Demo tenant');
       expect(again.logs.some((l) => typeof l.raw === 'string' && l.raw.includes('Demo tenant'))).toBe(false);
     } finally {
       p.child.kill('SIGKILL');

@@ -67,11 +67,13 @@ describe.each(SHAPES)('rate limits [%s]', (shape) => {
     await clearOfWindowEdge();
     for (let i = 0; i < 4; i++) {
       const ts = String(Math.floor(Date.now() / 1000));
-      const r = await call('GET', `${app.url.ingest}/v1/whoami`, {
+      // A distinct query each time: the same signature twice would be refused as a replay.
+      const target = `/v1/whoami?n=${i}`;
+      const r = await call('GET', `${app.url.ingest}${target}`, {
         headers: {
           'x-tenant-id': t.id,
           'x-timestamp': ts,
-          'x-signature': `hmac-sha256=${signRequest(t.hmac_secret, 'GET', '/v1/whoami', ts, '')}`,
+          'x-signature': `hmac-sha256=${signRequest(t.hmac_secret, 'GET', target, ts, '')}`,
         },
       });
       codes.push(r.status === 429 ? r.body.code : String(r.status));

@@ -147,6 +147,46 @@ async function emit(sql: Sql, tenantId: string, type: string, payload: Record<st
   );
 }
 
+/**
+ * Waits until the dispatcher has fanned every outbox event of a tenant out into deliveries: from
+ * then on the set of deliveries is final, so "nothing was sent to X" is a fact of the log, not of
+ * how long a test waited.
+ */
+async function fannedOut(sql: Sql, tenantId: string): Promise<void> {
+  await waitFor(
+    async () => {
+      const r = await sql.query<{ n: number }>(
+        'SELECT count(*)::int AS n FROM outbox WHERE tenant_id = $1 AND fanned_out_at IS NULL',
+        [tenantId],
+      );
+      return Number(r.rows[0]!.n) === 0;
+    },
+    { what: "the tenant's outbox to be fanned out" },
+  );
+}
+
+/**
+ * The attempts the delivery log records for an endpoint, once none of its deliveries is pending (each
+ * is succeeded, dead or failed: nothing more is scheduled). The receiver must have seen exactly this
+ * many requests: one more would be an attempt the log does not know of.
+ */
+async function settledAttempts(sql: Sql, tenantId: string, webhookId: string): Promise<number> {
+  return waitFor(
+    async () => {
+      const r = await sql.query<{ pending: number; attempts: number }>(
+        `SELECT count(*) FILTER (WHERE status = 'pending')::int AS pending,
+                count(*) FILTER (WHERE next_attempt_at IS NOT NULL AND status <> 'pending')::int AS scheduled,
+                coalesce(sum(attempts), 0)::int AS attempts
+           FROM webhook_deliveries WHERE tenant_id = $1 AND webhook_id = $2`,
+        [tenantId, webhookId],
+      );
+      const row = r.rows[0] as { pending: number; scheduled: number; attempts: number };
+      return Number(row.pending) === 0 && Number(row.scheduled) === 0 ? { n: Number(row.attempts) } : null;
+    },
+    { what: 'every delivery of the endpoint to be final' },
+  ).then((r) => r.n);
+}
+
 const currencyEarned = (tenantId: string, n: number) => ({
   event_type: 'currency.earned',
   tenant_id: tenantId,
@@ -275,7 +315,7 @@ describe.each(SHAPES)('webhooks [%s]', (shape) => {
       ['leaderboard.window_completed'],
     );
     const other = path('currency-only');
-    await register(
+    const otherHook = await register(
       admin,
       rx.on(other, () => 200),
       ['currency.earned'],
@@ -316,20 +356,24 @@ describe.each(SHAPES)('webhooks [%s]', (shape) => {
       },
     });
     expect(ev.status).toBe(202);
-    // Close the window once the pipeline has scored it.
+    // Close the window once the pipeline has applied both events (dedupe rows are written in the
+    // same transaction as the scores), never inside the wait: a close after one event is final.
     await waitFor(
       async () => {
-        const r = await call(
-          'POST',
-          `${app.url.admin}/v1/leaderboards/weekly/windows/all_time/close?tenant_id=${tenant.id}`,
-          {
-            headers: { 'x-api-key': boardKey },
-          },
+        const r = await sql().query<{ n: number }>(
+          'SELECT count(*)::int AS n FROM processed_events WHERE tenant_id = $1',
+          [tenant.id],
         );
-        return r.status === 200 && r.body.entries === 2;
+        return Number(r.rows[0]!.n) === 2;
       },
-      { what: 'the window to close with 2 entries' },
+      { what: 'both events to be scored' },
     );
+    const closed = await call(
+      'POST',
+      `${app.url.admin}/v1/leaderboards/weekly/windows/all_time/close?tenant_id=${tenant.id}`,
+      { headers: { 'x-api-key': boardKey } },
+    );
+    expect([closed.status, closed.body.entries]).toEqual([200, 2]);
     const [got] = await waitFor(() => (rx.at(p).length ? rx.at(p) : null), { what: 'the webhook' });
 
     // The body is the SPEC.md payload.
@@ -376,8 +420,10 @@ describe.each(SHAPES)('webhooks [%s]', (shape) => {
     ).toBe(false);
     expect(() => wh.verify(tampered, h as Record<string, string>)).toThrow();
 
-    // The endpoint subscribed to other types got nothing; the log shows one 200 attempt.
-    await new Promise((r) => setTimeout(r, 300));
+    // The endpoint subscribed to other types got nothing (every event is fanned out: that is final);
+    // the log shows one 200 attempt.
+    await fannedOut(sql(), tenant.id);
+    expect((await deliveries(admin, otherHook.id)).total).toBe(0);
     expect(rx.at(other)).toHaveLength(0);
     const log = await deliveries(admin, hook.id);
     expect(log.total).toBe(1);
@@ -483,7 +529,8 @@ describe.each(SHAPES)('webhooks [%s]', (shape) => {
       what: 'the delivery to succeed',
       describe: async () => JSON.stringify(await deliveries(admin, hook.id)),
     });
-    await new Promise((r) => setTimeout(r, 1500)); // several schedule steps: nothing more comes
+    // The log is final (succeeded, nothing scheduled) and the receiver saw exactly its attempts.
+    expect(await settledAttempts(sql(), tenant.id, hook.id)).toBe(3);
     const got = rx.at(p);
     expect(got).toHaveLength(3);
     expect(new Set(got.map((g) => g.headers['webhook-id'])).size).toBe(1);
@@ -564,10 +611,11 @@ describe.each(SHAPES)('webhooks [%s]', (shape) => {
     ]);
     expect(rx.at(p)).toHaveLength(9);
 
-    // Nothing more is tried; then the receiver is fixed and the dead letters are replayed.
-    healthy = true;
-    await new Promise((r) => setTimeout(r, 600));
+    // Nothing more is scheduled (the log is final) and the receiver saw exactly the logged attempts;
+    // then the receiver is fixed and the dead letters are replayed.
+    expect(await settledAttempts(sql(), tenant.id, hook.id)).toBe(9);
     expect(rx.at(p)).toHaveLength(9);
+    healthy = true;
     const one = dead.deliveries.find((d: any) => d.event_type === 'tier.changed');
     const r1 = await admin('POST', `/v1/webhooks/${hook.id}/deliveries/${one.id}/replay`);
     expect(r1.status).toBe(200);
@@ -600,6 +648,7 @@ describe.each(SHAPES)('webhooks [%s]', (shape) => {
     await waitFor(async () => (await deliveries(admin, hook.id, '?status=succeeded')).total === 3, {
       what: 'every dead letter delivered',
     });
+    expect(await settledAttempts(sql(), tenant.id, hook.id)).toBe(12);
     expect(rx.at(p)).toHaveLength(12);
     expect((await deliveries(admin, hook.id, '?status=dead')).total).toBe(0);
     expect(
@@ -770,7 +819,8 @@ describe.each(SHAPES)('webhooks [%s]', (shape) => {
     );
     const r = await admin('POST', `/v1/webhooks/${bad.id}/ping`);
     expect(r.body).toMatchObject({ status: 'failed', attempts: [{ status_code: 404, succeeded: false }] });
-    await new Promise((res) => setTimeout(res, 1200));
+    // A failed ping is final in the log (nothing scheduled), and that one attempt is all that was sent.
+    expect(await settledAttempts(sql(), tenant.id, bad.id)).toBe(1);
     expect(rx.at(failing)).toHaveLength(1);
     // Pings do not count towards disabling and show in the log with their status.
     expect((await deliveries(admin, bad.id, '?status=failed')).total).toBe(1);
@@ -801,7 +851,9 @@ describe.each(SHAPES)('webhooks [%s]', (shape) => {
       'on-2',
     );
     await waitFor(() => rx.at(on).length === 1, { what: 'the active endpoint' });
-    await new Promise((r) => setTimeout(r, 300));
+    // Both events are fanned out (final): one delivery to the matching active endpoint, none to the other.
+    await fannedOut(sql(), tenant.id);
+    expect(await settledAttempts(sql(), tenant.id, onHook.id)).toBe(1);
     expect(rx.at(on)).toHaveLength(1);
     expect(rx.at(off)).toHaveLength(0);
     expect((await deliveries(admin, offHook.id)).total).toBe(0);
@@ -809,7 +861,6 @@ describe.each(SHAPES)('webhooks [%s]', (shape) => {
     const r = await admin('POST', `/v1/webhooks/${offHook.id}/deliveries/replay`);
     expect(r.status).toBe(409);
     expect(r.body.error.message).toMatch(/"active": true/);
-    void onHook;
   });
 
   it('purges the delivery log after the retention period (scheduler job), never pending deliveries', async () => {
@@ -884,8 +935,12 @@ describe('webhook endpoint disabling [embedded]', () => {
         what: 'the first dead letter',
       },
     );
-    expect((await admin('GET', `/v1/webhooks/${hook.id}`)).body).toMatchObject({ active: true });
-    await new Promise((r) => setTimeout(r, 1100)); // past LUDUS_WEBHOOK_DISABLE_AFTER_SECONDS with no success
+    const failing = (await admin('GET', `/v1/webhooks/${hook.id}`)).body;
+    expect(failing).toMatchObject({ active: true });
+    // Past LUDUS_WEBHOOK_DISABLE_AFTER_SECONDS (1 s) of failing with no success.
+    await waitFor(() => Date.now() > Date.parse(failing.failing_since) + 1100, {
+      what: 'the disable-after period to pass',
+    });
     await emit(sql, tenant.id, 'currency.earned', currencyEarned(tenant.id, 2), 'd-2');
     const w = await waitFor(
       async () => {
@@ -898,11 +953,21 @@ describe('webhook endpoint disabling [embedded]', () => {
       /^No successful delivery for [\d.]+ s \(failing since .*; last attempt: HTTP 500\)/,
     );
     expect(w.disabled_at).not.toBeNull();
-    const seen = rx.at('/down').length;
-    // Off: the pending delivery is held, new events are not fanned out to it.
+    const disabledAt = Date.parse(w.disabled_at);
+    // Off: new events are not fanned out to it (d-3 is fanned out: final), and the pending delivery
+    // is held (below: no attempt of it is logged between disabling and turning it back on, and the
+    // receiver saw exactly the logged attempts).
     await emit(sql, tenant.id, 'currency.earned', currencyEarned(tenant.id, 3), 'd-3');
-    await new Promise((r) => setTimeout(r, 500));
-    expect(rx.at('/down')).toHaveLength(seen);
+    await fannedOut(sql, tenant.id);
+    // A barrier rather than a sleep: once the held delivery is due, one more event fanned out means
+    // one more dispatcher tick (fan out, then claim due endpoints) ran while it was due.
+    const held = (await admin('GET', `/v1/webhooks/${hook.id}/deliveries?status=pending`)).body;
+    expect(held.total).toBe(1);
+    const due = Date.parse(held.deliveries[0].next_attempt_at ?? new Date().toISOString());
+    await waitFor(() => Date.now() > due + 100, { what: 'the held delivery to be due' });
+    await emit(sql, tenant.id, 'currency.earned', currencyEarned(tenant.id, 4), 'd-4');
+    await fannedOut(sql, tenant.id);
+    const enabledAt = Date.now();
 
     healthy = true;
     const on = await admin('PUT', `/v1/webhooks/${hook.id}`, { active: true });
@@ -927,7 +992,13 @@ describe('webhook endpoint disabling [embedded]', () => {
         what: 'the replayed dead letter',
       },
     );
-    expect((await admin('GET', `/v1/webhooks/${hook.id}/deliveries`)).body.total).toBe(2); // d-3 was never fanned out to it
+    const log = (await admin('GET', `/v1/webhooks/${hook.id}/deliveries`)).body;
+    expect(log.total).toBe(2); // d-3 and d-4 were never fanned out to it
+    const attemptsWhileOff = log.deliveries
+      .flatMap((d: any) => d.attempts)
+      .filter((a: any) => Date.parse(a.attempted_at) > disabledAt && Date.parse(a.attempted_at) < enabledAt);
+    expect(attemptsWhileOff).toEqual([]);
+    expect(await settledAttempts(sql, tenant.id, hook.id)).toBe(rx.at('/down').length);
   });
 });
 

@@ -149,18 +149,33 @@ describe.each(SHAPES)('leaderboards [%s]', (shape) => {
     });
   });
 
-  it('ignores duplicates and retries of the same event_id', async () => {
+  it('ignores duplicates and retries of the same event_id, in one request and across requests', async () => {
     await board('dups', {
       timeframe: { type: 'all_time' },
       scoring: { rules: [{ event_type: '*', points_expression: 'attrs.p' }], aggregation: 'sum' },
     });
-    const once = ev('u1', T0 - 100, { p: 5 }, 'x', `dup-${shape}`);
-    await send([once, once, ev('u2', T0 - 50, { p: 1 }, 'x')]);
-    await send([once]);
+    const id = `dup-${shape}`;
+    const once = ev('u1', T0 - 100, { p: 5 }, 'x', id);
+    await send([once, once, ev('u2', T0 - 50, { p: 1 }, 'x')]); // twice in one bulk
+    await send([once]); // again in another bulk request
+    const single = await call('POST', `${app.url.ingest}/v1/events`, {
+      headers: { authorization: `Bearer ${token}` },
+      body: once,
+    }); // and as a single event
+    expect(single.status).toBe(202);
+    // A later marker event of the same user: same key, same partition, so applied after every copy.
+    // Once it is scored the pipeline has certainly passed the duplicates. Counted once, u1 has
+    // 5 + 100 = 105; any duplicate counted would make it 110 or more, never 105.
+    await send([ev('u1', T0 - 10, { p: 100 }, 'x')]);
     await expectStandings('dups', 'all_time', [
-      ['u1', 5, 1],
+      ['u1', 105, 1],
       ['u2', 1, 2],
     ]);
+    const rows = await app.ctx.adapters.sql.query<{ n: number }>(
+      'SELECT count(*)::int AS n FROM processed_events WHERE tenant_id = $1 AND event_id = $2',
+      [tenant.id, id],
+    );
+    expect(Number(rows.rows[0]!.n)).toBe(1);
   });
 
   it('applies rule conditions, the first matching rule, scope filters and min_score', async () => {

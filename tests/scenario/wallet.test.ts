@@ -257,6 +257,57 @@ describe.each(SHAPES)('wallet and rewards [%s]', (shape) => {
     expect(Number(sum.rows[0]!.s)).toBe(0);
   });
 
+  it('answers simultaneous spends with one idempotency key once: one ledger row, the first result or 409', async () => {
+    await grant('kay', 100);
+    await grant('lou', 100);
+    const N = 24;
+    const deduct = (b: Record<string, unknown>) =>
+      admin('POST', '/v1/wallet/deduct', { currency_id: 'coins', source_type: 'manual_deduct', ...b });
+    const ledgerRows = async (k: string) =>
+      (
+        await app.ctx.adapters.sql.query<{ user_id: string; amount: string }>(
+          'SELECT user_id, amount FROM ledger WHERE tenant_id = $1 AND idempotency_key = $2',
+          [tenant.id, k],
+        )
+      ).rows.map((r) => [r.user_id, Number(r.amount)]);
+
+    // N identical requests at once: one movement; every answer is the first result.
+    const same = `same-${shape}`;
+    const a = await Promise.all(
+      Array.from({ length: N }, () => deduct({ user_id: 'kay', amount: 7, idempotency_key: same })),
+    );
+    expect(a.map((r) => r.status)).toEqual(Array(N).fill(200));
+    const firsts = a.filter((r) => r.body.was_cached === false);
+    expect(firsts).toHaveLength(1);
+    for (const r of a) {
+      expect(r.body).toEqual({ ...firsts[0]!.body, was_cached: r.body.was_cached });
+    }
+    expect(firsts[0]!.body.balance_after).toBe(93);
+    expect(await ledgerRows(same)).toEqual([['kay', -7]]);
+    expect(await balance('kay')).toBe(93);
+
+    // N requests at once with one key and different bodies (amount, user): one movement; each answer
+    // is that result when its body is the winner's, else 409.
+    const mixed = `mixed-${shape}`;
+    const bodies = Array.from({ length: N }, (_, i) => ({
+      user_id: i % 3 === 0 ? 'lou' : 'kay',
+      amount: i % 2 === 0 ? 5 : 6,
+      idempotency_key: mixed,
+    }));
+    const b = await Promise.all(bodies.map((body) => deduct(body)));
+    expect(b.every((r) => r.status === 200 || r.status === 409)).toBe(true);
+    const winners = b.map((r, i) => [r, bodies[i]!] as const).filter(([r]) => r.body.was_cached === false);
+    expect(winners).toHaveLength(1);
+    const [won, wonBody] = winners[0]!;
+    b.forEach((r, i) => {
+      const sameBody = bodies[i]!.user_id === wonBody.user_id && bodies[i]!.amount === wonBody.amount;
+      if (sameBody) expect([i, r.status, r.body.transaction_id]).toEqual([i, 200, won.body.transaction_id]);
+      else expect([i, r.status, r.body.error?.code]).toEqual([i, 409, expect.any(String)]);
+    });
+    expect(await ledgerRows(mixed)).toEqual([[wonBody.user_id, -wonBody.amount]]);
+    expect(await balance(wonBody.user_id)).toBe((wonBody.user_id === 'kay' ? 93 : 100) - wonBody.amount);
+  });
+
   it('credits earning rules once per event, by priority, with calculations, filters and caps in the tenant time zone', async () => {
     // Days and weeks in Pacific/Auckland (UTC+13 in November).
     expect(
@@ -306,7 +357,7 @@ describe.each(SHAPES)('wallet and rewards [%s]', (shape) => {
     expect(bad.status).toBe(400);
     // Auckland: 2026-11-20 23:30 NZDT = 10:30 UTC; the next Auckland day starts at 11:00 UTC.
     clock.set(Date.parse('2026-11-22T12:00:00Z'));
-    await send([
+    const danEvents = [
       ev('dan', '2026-11-20T10:00:00Z', 'kill', { kills: 8 }), // 20
       ev('dan', '2026-11-20T10:30:00Z', 'kill', { kills: 7 }), // 15 -> capped to 10 (day cap 30)
       ev('dan', '2026-11-20T11:05:00Z', 'kill', { kills: 4 }), // next Auckland day: 10
@@ -315,7 +366,8 @@ describe.each(SHAPES)('wallet and rewards [%s]', (shape) => {
       ev('dan', '2026-11-20T11:08:00Z', 'purchase', { amount: 400 }), // 40 -> 15 -> week cap 25 leaves 10
       ev('dan', '2026-11-22T11:30:00Z', 'purchase', { amount: 200 }), // Mon 23rd 00:30 in Auckland: new week, 20 -> 15
       ev('dan', '2026-11-20T11:09:00Z', 'nothing', {}), // only xp
-    ]);
+    ];
+    await send(danEvents);
     await waitFor(async () => (await balance('dan', 'xp')) === 24, {
       what: 'xp from 8 events',
       timeoutMs: 15000,
@@ -329,18 +381,20 @@ describe.each(SHAPES)('wallet and rewards [%s]', (shape) => {
           t.source_type === 'earning_rule' && /:w/.test(t.source_ref),
       ),
     ).toBe(true);
-    // A retry of the same events changes nothing.
+    // A retry of the same events changes nothing: the first event again in its own request, and
+    // two of them (one twice) in another.
     const before = await balance('dan');
-    await send(
-      [ev('dan', '2026-11-20T10:00:00Z', 'kill', { kills: 8 })].map((e) => ({
-        ...e,
-        event_id: `w${shape}-1`,
-      })),
-    );
-    await send([
-      { ...ev('dan', '2026-11-20T10:00:00Z', 'kill', { kills: 8 }), event_id: `w${shape}-${seq - 1}` },
-    ]);
-    await new Promise((r) => setTimeout(r, 500));
+    await send([danEvents[0]!]);
+    await send([danEvents[4]!, danEvents[7]!, danEvents[4]!]);
+    // A later marker event of the same user (same partition, so applied after the duplicates) earns
+    // 3 xp: once it shows, the duplicates have certainly been through the pipeline, and they earned
+    // nothing (neither coins nor xp).
+    await send([ev('dan', '2026-11-20T11:10:00Z', 'nothing', {})]);
+    await waitFor(async () => (await balance('dan', 'xp')) >= 27, {
+      what: 'the marker event',
+      timeoutMs: 15000,
+    });
+    expect(await balance('dan', 'xp')).toBe(27);
     expect(await balance('dan')).toBe(before);
     clock.set(T0);
   });

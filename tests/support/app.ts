@@ -13,6 +13,7 @@ import type { AppContext } from '../../runtime/context';
 import { createLogger } from '../../runtime/logger';
 import { startRoles, type RunningRoles } from '../../runtime/roles';
 import type { Clock } from '../../core/clock';
+import { removeStackState, stateOfEnv } from './cleanup';
 import { stack, uniqueName } from './stack';
 
 export type Shape = 'embedded' | 'distributed';
@@ -20,7 +21,8 @@ export const SHAPES: Shape[] = ['embedded', 'distributed'];
 
 export interface TestApp {
   ctx: AppContext;
-  url: { ingest: string; admin: string; query: string };
+  /** Base URLs of the listeners: the gateways the roles run, and `ops` (runtime/ops.ts). */
+  url: { ingest: string; admin: string; query: string; ops: string };
   rootKey: string;
   stop(): Promise<void>;
 }
@@ -45,22 +47,32 @@ export function shapeEnv(shape: Shape): Record<string, string> {
 
 export async function startTestApp(
   shape: Shape,
-  opts: { env?: Record<string, string>; roles?: string; clock?: Clock } = {},
+  opts: {
+    env?: Record<string, string>;
+    roles?: string;
+    clock?: Clock;
+    /** Leave the app's topics, keys and schema on the stack at stop() (the caller removes them). */
+    keepState?: boolean;
+  } = {},
 ): Promise<TestApp> {
   const dir = mkdtempSync(join(tmpdir(), 'ludus-test-'));
   const rootKey = `ldr_${randomBytes(32).toString('base64url')}`;
-  const config = loadConfig({
+  const env: Record<string, string> = {
     LUDUS_DATA_DIR: dir,
     LUDUS_HOST: '127.0.0.1',
     LUDUS_INGEST_PORT: '0',
     LUDUS_ADMIN_PORT: '0',
     LUDUS_QUERY_PORT: '0',
+    LUDUS_OPS_PORT: '0',
     LUDUS_ROOT_KEY: rootKey,
     LUDUS_ROLES: opts.roles ?? 'ingest,api,processors',
     LUDUS_TENANT_CACHE_MS: '0',
     ...shapeEnv(shape),
     ...opts.env,
-  });
+  };
+  const config = loadConfig(env);
+  // What stop() removes from the shared stack: only names made unique for this app by shapeEnv.
+  const state = shape === 'distributed' ? stateOfEnv(env) : {};
   const log = createLogger(process.env.LUDUS_TEST_LOG_LEVEL ?? 'silent');
   let app: OpenedApp | null = null;
   let running: RunningRoles | null = null;
@@ -70,6 +82,7 @@ export async function startTestApp(
   } catch (err) {
     await app?.close();
     rmSync(dir, { recursive: true, force: true });
+    await removeStackState(state);
     throw err;
   }
   const url = Object.fromEntries(running.listening.map((l) => [l.gateway, l.url])) as TestApp['url'];
@@ -81,22 +94,10 @@ export async function startTestApp(
       await running!.stop();
       await app!.close();
       rmSync(dir, { recursive: true, force: true });
-      if (config.databaseSchema) await dropSchema(config.databaseSchema);
+      // Topics, consumer groups, registry subjects, Redis keys and the Postgres schema of this app.
+      if (!opts.keepState) await removeStackState(state);
     },
   };
-}
-
-/** Drops a test app's Postgres schema (best effort: another process may still use it briefly). */
-async function dropSchema(schema: string): Promise<void> {
-  const { PgSql } = await import('../../adapters/sql/pg');
-  const sql = new PgSql({ url: stack.pgUrl, max: 1 });
-  try {
-    await sql.exec(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-  } catch {
-    /* left for the next run's cleanup */
-  } finally {
-    await sql.close();
-  }
 }
 
 /** A JSON request; returns status, headers and parsed body. */

@@ -14,7 +14,14 @@ const NODE_ARGS = ['--import', 'tsx'];
 
 /** A clean environment: only what the child needs, plus the given LUDUS_* settings. */
 export function childEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
-  return { PATH: process.env.PATH, HOME: process.env.HOME, LUDUS_LOG_LEVEL: 'info', ...extra };
+  return {
+    PATH: process.env.PATH,
+    HOME: process.env.HOME,
+    LUDUS_LOG_LEVEL: 'info',
+    // Every child opens its operations listener on a free port (never 8083, shared by parallel tests).
+    LUDUS_OPS_PORT: '0',
+    ...extra,
+  };
 }
 
 export interface Spawned {
