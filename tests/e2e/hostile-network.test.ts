@@ -453,9 +453,12 @@ describe.each(SHAPES)('hostile network clients [%s]', (shape) => {
       setInterval(() => {
         if (!raw.closed) raw.sock.write(bytes);
       }, 200);
-    // Body trickles go to routes that read a body (the query gateway has none: answered early, still cut).
-    const bodyPath = { ingest: '/v1/events', admin: '/v1/tenants', query: '/v1/whoami' };
+    // Body trickles go to routes that read a body (the query gateway and the operations listener
+    // have none: answered early, still cut).
+    const bodyPath = { ingest: '/v1/events', admin: '/v1/tenants', query: '/v1/whoami', ops: '/metrics' };
+    const readsBody = (gateway: string) => gateway === 'ingest' || gateway === 'admin';
     for (const [gateway, url] of Object.entries(app.url) as Array<[keyof typeof bodyPath, string]>) {
+      expect(bodyPath[gateway]).toBeDefined();
       for (let i = 0; i < 3; i++) {
         const h = new Raw(portOf(url));
         h.sock.write('GET /health HTTP/1.1\r\nHost: x\r\n');
@@ -464,7 +467,7 @@ describe.each(SHAPES)('hostile network clients [%s]', (shape) => {
         b.sock.write(
           `POST ${bodyPath[gateway]} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n`,
         );
-        trickles.push({ raw: b, kind: gateway === 'query' ? 'early body' : 'body', timer: drip(b, ' ') });
+        trickles.push({ raw: b, kind: readsBody(gateway) ? 'body' : 'early body', timer: drip(b, ' ') });
       }
       const silent = new Raw(portOf(url));
       trickles.push({ raw: silent, kind: 'silent' });
