@@ -52,3 +52,18 @@ export function allRoutes(ctx: AppContext): RouteSpec[] {
     }),
   ];
 }
+
+/**
+ * The route list for describing it only (the OpenAPI documents without a running service, e.g.
+ * `ludus openapi`): built over an inert context. Building a route captures its dependencies and
+ * calls none; any call through the inert context throws, so a handler of this list never runs.
+ */
+export function describeRoutes(): RouteSpec[] {
+  const inert: unknown = new Proxy(function inert() {}, {
+    get: (_t, p) => (p === 'then' ? undefined : p === Symbol.toPrimitive ? () => 'inert' : inert),
+    apply: () => {
+      throw new Error('describeRoutes(): a route built for description was run');
+    },
+  });
+  return allRoutes(inert as AppContext);
+}

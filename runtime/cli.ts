@@ -7,6 +7,9 @@ import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { Command } from 'commander';
 import { migrate } from '../adapters/sql/migrate';
+import type { GatewayName } from '../api/http/gateway';
+import { buildOpenApi } from '../api/openapi';
+import { describeRoutes } from '../api/routes';
 import { ALL_SCOPES, FEATURES } from '../api/auth/scopes';
 import { systemClock } from '../core/clock';
 import { SecretBox } from '../core/tenancy/secrets';
@@ -128,6 +131,8 @@ function runStack(args: string[]): void {
   process.exit(r.status ?? 1);
 }
 
+const GATEWAYS: GatewayName[] = ['ingest', 'admin', 'query'];
+
 const program = new Command();
 program
   .name('ludus')
@@ -156,6 +161,19 @@ program
   .helpOption(false)
   .argument('[args...]', 'arguments for ops/stack')
   .action((args: string[]) => runStack(args));
+
+program
+  .command('openapi <gateway>')
+  .description(
+    'Print the OpenAPI 3.1 document of a gateway (ingest, admin or query), as it serves at /openapi.json',
+  )
+  .action((gateway: string) => {
+    if (!GATEWAYS.includes(gateway as GatewayName))
+      return fail(new ConfigError('gateway', `must be one of ${GATEWAYS.join(', ')}`));
+    process.stdout.write(
+      `${JSON.stringify(buildOpenApi(gateway as GatewayName, describeRoutes(), version), null, 2)}\n`,
+    );
+  });
 
 const tenants = program.command('tenants').description('Manage tenants in the configured store');
 tenants

@@ -6,7 +6,8 @@ import Koa from 'koa';
 import Router from '@koa/router';
 import type { Logger } from '../../runtime/logger';
 import type { Metrics } from '../../runtime/metrics';
-import { buildOpenApi, renderDocsPage } from '../openapi';
+import { buildOpenApi } from '../openapi';
+import { mountReference } from '../reference';
 import { ApiError, errors } from './errors';
 import { mountRoutes, type MountDeps, type RouteSpec } from './route';
 
@@ -55,11 +56,7 @@ export function createGateway(
   router.get('/openapi.json', (ctx) => {
     ctx.body = openapi;
   });
-  const docsPage = renderDocsPage(openapi);
-  router.get('/docs', (ctx) => {
-    ctx.type = 'html';
-    ctx.body = docsPage;
-  });
+  mountReference(router, `${(openapi.info as { title: string }).title} reference`);
   mountRoutes(router, name, deps.routes, deps.mount);
   return { name, app, router };
 }

@@ -63,6 +63,20 @@ export interface RouteSpec<B = any, Q = any> {
   query?: string;
   /** Success status; 204 sends no body. Default 200. */
   status?: number;
+  /**
+   * Schema id in schemas/http/ of the success body (every route but a 204 has one: the OpenAPI
+   * document describes it, and the tests check every answer they receive against the document).
+   */
+  response?: string;
+  /** Further success answers: status → schema id (the signed variant's 200 on ingestion). */
+  alsoAnswers?: Record<number, string>;
+  /**
+   * Body schemas the handler validates itself (documented as one of them), for a route whose
+   * body has several forms (ingestion: the flat event of the signed variant). Else `body`.
+   */
+  accepts?: string[];
+  /** Error statuses beyond those the chain can answer for every route (e.g. 503). */
+  errors?: number[];
   /** Bytes; default 1 MB. */
   bodyLimit?: number;
   /** Error code for an invalid query string (INVALID_INPUT on leaderboard queries). */

@@ -497,9 +497,21 @@ describe.each(SHAPES)('credentials [%s]', (shape) => {
         expect(doc.status).toBe(200);
         expect(doc.body.openapi).toBe('3.1.0');
         expect(Object.keys(doc.body.paths)).toContain('/v1/whoami');
+        // The reference page is Swagger UI served from this process (tests/browser/ renders it).
         const page = await fetch(`${base}/docs`);
         expect(page.headers.get('content-type')).toMatch(/text\/html/);
-        expect(await page.text()).toContain('/v1/whoami');
+        const html = await page.text();
+        for (const asset of [
+          '/docs/assets/swagger-ui.css',
+          '/docs/assets/swagger-ui-bundle.js',
+          '/docs/assets/init.js',
+        ]) {
+          expect(html).toContain(asset);
+          const r = await fetch(`${base}${asset}`);
+          expect(r.status).toBe(200);
+          expect((await r.arrayBuffer()).byteLength).toBeGreaterThan(100);
+        }
+        expect((await fetch(`${base}/docs/assets/package.json`)).status).toBe(404);
       }
       const admin = await call('GET', `${app.url.admin}/openapi.json`);
       expect(admin.body.paths['/v1/tenants'].post.requestBody.content['application/json'].schema.$ref).toBe(

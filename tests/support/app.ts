@@ -14,6 +14,7 @@ import { createLogger } from '../../runtime/logger';
 import { startRoles, type RunningRoles } from '../../runtime/roles';
 import type { Clock } from '../../core/clock';
 import { removeStackState, stateOfEnv } from './cleanup';
+import { checkAnswer, registerGateway, unregisterGateway } from './openapi-check';
 import { stack, uniqueName } from './stack';
 
 export type Shape = 'embedded' | 'distributed';
@@ -86,11 +87,14 @@ export async function startTestApp(
     throw err;
   }
   const url = Object.fromEntries(running.listening.map((l) => [l.gateway, l.url])) as TestApp['url'];
+  const gatewayUrls = [url.ingest, url.admin, url.query].filter((u): u is string => Boolean(u));
+  gatewayUrls.forEach(registerGateway);
   return {
     ctx: app.ctx,
     url,
     rootKey,
     stop: async () => {
+      gatewayUrls.forEach(unregisterGateway);
       await running!.stop();
       await app!.close();
       rmSync(dir, { recursive: true, force: true });
@@ -119,6 +123,8 @@ export async function call(
   } catch {
     /* not JSON */
   }
+  // Every answer of a test app's gateway must match the OpenAPI document it serves.
+  await checkAnswer(method, url, res.status, res.headers.get('content-type'), parsed, text);
   return { status: res.status, headers: res.headers, body: parsed };
 }
 
