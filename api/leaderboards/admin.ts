@@ -89,6 +89,7 @@ export function leaderboardAdminRoutes(deps: LeaderboardAdminDeps): RouteSpec[] 
       auth: write,
       body: 'leaderboard.create',
       status: 201,
+      response: 'leaderboard.view',
       handler: async ({ body, tenant }) => {
         const b = body as {
           leaderboard_id: string;
@@ -124,6 +125,7 @@ export function leaderboardAdminRoutes(deps: LeaderboardAdminDeps): RouteSpec[] 
       tag: 'Leaderboards',
       auth: read,
       query: 'leaderboard.list.query',
+      response: 'leaderboard.list.view',
       handler: async ({ query, tenant }) => {
         const q = query as { status?: LeaderboardStatus; limit: number; offset: number };
         const { items, total } = await listBoards(deps.sql, tenant!.id, q);
@@ -137,6 +139,7 @@ export function leaderboardAdminRoutes(deps: LeaderboardAdminDeps): RouteSpec[] 
       summary: 'Get a leaderboard definition',
       tag: 'Leaderboards',
       auth: read,
+      response: 'leaderboard.view',
       handler: async ({ params, tenant }) => presentBoard(await mustGet(tenant!.id, params.leaderboard_id!)),
     }),
     ...bothForms({
@@ -147,6 +150,7 @@ export function leaderboardAdminRoutes(deps: LeaderboardAdminDeps): RouteSpec[] 
       tag: 'Leaderboards',
       auth: write,
       body: 'leaderboard.update',
+      response: 'leaderboard.view',
       handler: async ({ params, body, tenant }) => {
         const patch = body as Parameters<typeof updateBoard>[3];
         checkConfig(patch.config);
@@ -165,6 +169,7 @@ export function leaderboardAdminRoutes(deps: LeaderboardAdminDeps): RouteSpec[] 
       summary: 'Retire a leaderboard (status archived); its data is kept',
       tag: 'Leaderboards',
       auth: write,
+      response: 'leaderboard.view',
       handler: async ({ params, tenant }) => {
         const b = await updateBoard(
           deps.sql,
@@ -185,6 +190,7 @@ export function leaderboardAdminRoutes(deps: LeaderboardAdminDeps): RouteSpec[] 
       summary: 'Finalise a window now, exactly as the scheduler does at its end (snapshot, rewards, webhook)',
       tag: 'Leaderboards',
       auth: write,
+      response: 'window.close.view',
       handler: async ({ params, tenant }) => {
         await mustGet(tenant!.id, params.leaderboard_id!);
         const k = {

@@ -79,6 +79,7 @@ export function leaderboardQueryRoutes(deps: LeaderboardQueryDeps): RouteSpec[] 
       path: '/v1/leaderboards/:leaderboard_id',
       summary: 'A page of standings (window rules: omitted, current, or a window key)',
       query: 'leaderboard.page.query',
+      response: 'leaderboard.page.view',
       handler: async ({ params, query, tenant }) => {
         const q = query as { limit: number; offset: number; window_key?: string };
         const b = await board(tenant!.id, params.leaderboard_id!);
@@ -91,6 +92,7 @@ export function leaderboardQueryRoutes(deps: LeaderboardQueryDeps): RouteSpec[] 
       path: '/v1/leaderboards/:leaderboard_id/user/:user_id',
       summary: 'A page centred on the user (the top when the user has no score)',
       query: 'leaderboard.around.query',
+      response: 'leaderboard.around.view',
       handler: async ({ params, query, tenant }) => {
         const q = query as { limit: number; window_key?: string };
         const b = await board(tenant!.id, params.leaderboard_id!);
@@ -103,6 +105,7 @@ export function leaderboardQueryRoutes(deps: LeaderboardQueryDeps): RouteSpec[] 
       ...common,
       path: '/v1/leaderboards/:leaderboard_id/rank/:user_id',
       summary: "The user's rank in the latest window",
+      response: 'leaderboard.rank.view',
       handler: async ({ params, tenant }) => {
         const b = await board(tenant!.id, params.leaderboard_id!);
         const { window: w, me } = await deps.queries.latestWith(b, params.user_id!);
@@ -119,6 +122,7 @@ export function leaderboardQueryRoutes(deps: LeaderboardQueryDeps): RouteSpec[] 
       ...common,
       path: '/v1/leaderboards/:leaderboard_id/score/:user_id',
       summary: "The user's score in the latest window",
+      response: 'leaderboard.score.view',
       handler: async ({ params, tenant }) => {
         const b = await board(tenant!.id, params.leaderboard_id!);
         const { window: w, me } = await deps.queries.latestWith(b, params.user_id!);
@@ -137,6 +141,7 @@ export function leaderboardQueryRoutes(deps: LeaderboardQueryDeps): RouteSpec[] 
       path: '/v1/snapshots/:leaderboard_id',
       summary: 'Historical snapshots of completed windows, newest first',
       query: 'snapshot.list.query',
+      response: 'snapshot.list.view',
       handler: async ({ params, query, tenant }) => {
         const q = query as { from?: string; to?: string; limit: number };
         await board(tenant!.id, params.leaderboard_id!);
@@ -167,6 +172,7 @@ export function leaderboardQueryRoutes(deps: LeaderboardQueryDeps): RouteSpec[] 
       path: '/v1/snapshots/:leaderboard_id/:snapshot_time',
       summary: 'Top entries of a snapshot',
       query: 'snapshot.page.query',
+      response: 'snapshot.page.view',
       handler: async ({ params, query, tenant }) => {
         const q = query as { limit: number; offset: number };
         await board(tenant!.id, params.leaderboard_id!);
@@ -196,6 +202,7 @@ export function leaderboardQueryRoutes(deps: LeaderboardQueryDeps): RouteSpec[] 
       tag: 'Snapshots',
       path: '/v1/snapshots/:leaderboard_id/:snapshot_time/user/:user_id',
       summary: "A user's rank in a snapshot",
+      response: 'snapshot.user.view',
       handler: async ({ params, tenant }) => {
         await board(tenant!.id, params.leaderboard_id!);
         const t = snapshotTime(params.snapshot_time!);
