@@ -1,7 +1,8 @@
 /**
  * The reference page of a gateway (`/docs`): Swagger UI (the swagger-ui-dist package, served from
- * this process, no CDN) rendering the gateway's `/openapi.json`, every operation expanded with its
- * parameters, request and response schemas, examples and security.
+ * this process, no CDN) rendering the gateway's `/openapi.json`: navigation by tag, every operation
+ * with its parameters, request and response schemas, examples and security. Operations open on a
+ * click ('full' expansion of ~120 operations is too heavy for a browser tab).
  */
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -18,7 +19,7 @@ const INIT = `window.addEventListener('load', function () {
   window.ui = SwaggerUIBundle({
     url: '/openapi.json',
     dom_id: '#reference',
-    docExpansion: 'full',
+    docExpansion: 'list',
     defaultModelsExpandDepth: 1,
     defaultModelExpandDepth: 3,
     deepLinking: true,
