@@ -46,6 +46,7 @@ export function rewardAdminRoutes(deps: { sql: Sql; clock: Clock }): RouteSpec[]
     method: 'POST',
     path: '/v1/reward-items',
     summary: 'Create a reward item',
+    response: 'reward_item.view',
     auth: write,
     body: 'reward_item.create',
     status: 201,
@@ -76,6 +77,7 @@ export function rewardAdminRoutes(deps: { sql: Sql; clock: Clock }): RouteSpec[]
       method: 'GET',
       path: '/v1/reward-items',
       summary: 'List reward items',
+      response: 'reward_item.list.view',
       auth: read,
       query: 'list.query',
       handler: async ({ tenant, query }) => {
@@ -89,6 +91,7 @@ export function rewardAdminRoutes(deps: { sql: Sql; clock: Clock }): RouteSpec[]
       method: 'GET',
       path: '/v1/reward-items/:item_id',
       summary: 'Get a reward item',
+      response: 'reward_item.view',
       auth: read,
       handler: async ({ tenant, params }) => {
         const i = await getItem(sql, tenant!.id, params.item_id!);
@@ -101,6 +104,7 @@ export function rewardAdminRoutes(deps: { sql: Sql; clock: Clock }): RouteSpec[]
       method: 'PUT',
       path: '/v1/reward-items/:item_id',
       summary: 'Update a reward item',
+      response: 'reward_item.view',
       auth: write,
       body: 'reward_item.update',
       handler: async ({ tenant, params, body }) => {
@@ -115,7 +119,10 @@ export function rewardAdminRoutes(deps: { sql: Sql; clock: Clock }): RouteSpec[]
         if (b.name !== undefined && !b.name.trim()) throw errors.validation('body.name must not be blank');
         const err = validatePayload(b.reward_type ?? cur.reward_type, b.payload ?? cur.payload);
         if (err) throw errors.validation(err);
-        return updateItem(sql, tenant!.id, params.item_id!, b, clock.now());
+        const updated = await updateItem(sql, tenant!.id, params.item_id!, b, clock.now());
+        // Deleted between the check and the update: 404, not a 200 with a null body.
+        if (!updated) throw errors.notFound(`Reward item ${params.item_id} not found`);
+        return updated;
       },
     }),
     ...bothForms({
@@ -123,6 +130,7 @@ export function rewardAdminRoutes(deps: { sql: Sql; clock: Clock }): RouteSpec[]
       method: 'DELETE',
       path: '/v1/reward-items/:item_id',
       summary: 'Delete a reward item (past grants keep their copy)',
+      response: 'reward_item.deleted.view',
       auth: write,
       handler: async ({ tenant, params }) => {
         const id = params.item_id!;
@@ -141,6 +149,9 @@ export function rewardAdminRoutes(deps: { sql: Sql; clock: Clock }): RouteSpec[]
       method: 'POST',
       path: '/v1/rewards-catalog',
       summary: 'Create a reward config ({name, description?, tiers}); answers its reward_config_id',
+      response: 'reward_config.view',
+      // Validated by the handler, after telling a catalog reward body apart.
+      accepts: ['reward_config.create'],
       auth: write,
       status: 201,
       handler: async (req) => {
@@ -170,6 +181,7 @@ export function rewardAdminRoutes(deps: { sql: Sql; clock: Clock }): RouteSpec[]
       method: 'GET',
       path: '/v1/rewards-catalog',
       summary: 'List reward configs',
+      response: 'reward_config.list.view',
       auth: read,
       query: 'list.query',
       handler: async ({ tenant, query }) => {
@@ -183,6 +195,7 @@ export function rewardAdminRoutes(deps: { sql: Sql; clock: Clock }): RouteSpec[]
       method: 'GET',
       path: '/v1/rewards-catalog/:reward_id',
       summary: 'Get a reward config',
+      response: 'reward_config.view',
       auth: read,
       handler: async ({ tenant, params }) => config(tenant!.id, params.reward_id!),
     },
@@ -191,6 +204,7 @@ export function rewardAdminRoutes(deps: { sql: Sql; clock: Clock }): RouteSpec[]
       method: 'PUT',
       path: '/v1/rewards-catalog/:reward_id',
       summary: 'Update a reward config',
+      response: 'reward_config.view',
       auth: write,
       body: 'reward_config.update',
       handler: async ({ tenant, params, body }) => {
@@ -214,6 +228,7 @@ export function rewardAdminRoutes(deps: { sql: Sql; clock: Clock }): RouteSpec[]
       method: 'DELETE',
       path: '/v1/rewards-catalog/:reward_id',
       summary: 'Delete a reward config',
+      response: 'reward_config.view',
       auth: write,
       handler: async ({ tenant, params }) => {
         const id = params.reward_id!;
@@ -232,6 +247,7 @@ export function rewardAdminRoutes(deps: { sql: Sql; clock: Clock }): RouteSpec[]
       method: 'GET',
       path: '/v1/reward-grants',
       summary: "A user's granted reward items (credited, owned, or waiting for fulfilment)",
+      response: 'reward_grant.list.view',
       auth: read,
       query: 'grants.query',
       handler: async ({ tenant, query }) => {
@@ -250,6 +266,7 @@ export function rewardQueryRoutes(deps: { sql: Sql }): RouteSpec[] {
       method: 'GET',
       path: '/v1/grants/user/:user_id',
       summary: "A user's granted reward items",
+      response: 'reward_grant.list.view',
       tag: 'Rewards',
       auth: { kind: 'tenant', signed: false },
       query: 'list.query',

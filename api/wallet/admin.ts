@@ -57,6 +57,16 @@ export function walletError(err: unknown): never {
   throw err;
 }
 
+/**
+ * A tier write the store refused because its currency already has a tier of that level (the
+ * unique key, SQLSTATE 23505): 409, as the create answers, rather than an internal error.
+ */
+function levelTaken(err: unknown): never {
+  if ((err as { code?: unknown } | null)?.code === '23505')
+    throw errors.conflict('Another tier of this currency already has that tier_level');
+  throw err;
+}
+
 const presentCurrency = (c: Currency) => ({
   id: c.id,
   tenant_id: c.tenant_id,
@@ -95,6 +105,9 @@ export function walletAdminRoutes(deps: WalletAdminDeps): RouteSpec[] {
           : 'Debit a user; never below zero (idempotent)',
       auth: write,
       body: kind === 'grant' ? 'wallet.grant' : 'wallet.deduct',
+      response: 'wallet.movement.view',
+      // 402 INSUFFICIENT_BALANCE: a deduct below zero.
+      ...(kind === 'deduct' ? { errors: [402] } : {}),
       handler: async ({ body, tenant }) => {
         const b = body as {
           user_id: string;
@@ -135,6 +148,7 @@ export function walletAdminRoutes(deps: WalletAdminDeps): RouteSpec[] {
       method: 'POST',
       suffix: '/currencies',
       summary: 'Create a currency',
+      response: 'currency.view',
       auth: write,
       body: 'currency.create',
       status: 201,
@@ -160,6 +174,7 @@ export function walletAdminRoutes(deps: WalletAdminDeps): RouteSpec[] {
       method: 'GET',
       suffix: '/currencies',
       summary: 'List currencies',
+      response: 'currency.list.view',
       auth: read,
       handler: async ({ tenant }) => {
         const r = await sql.query<Currency>('SELECT * FROM currencies WHERE tenant_id = $1 ORDER BY id', [
@@ -173,6 +188,7 @@ export function walletAdminRoutes(deps: WalletAdminDeps): RouteSpec[] {
       method: 'GET',
       suffix: '/currencies/:currency_id',
       summary: 'Get a currency',
+      response: 'currency.view',
       auth: read,
       handler: async ({ tenant, params }) =>
         presentCurrency(await mustCurrency(tenant!.id, params.currency_id!)),
@@ -182,6 +198,7 @@ export function walletAdminRoutes(deps: WalletAdminDeps): RouteSpec[] {
       method: 'PUT',
       suffix: '/currencies/:currency_id',
       summary: 'Update a currency (name, symbol, active, ...)',
+      response: 'currency.view',
       auth: write,
       body: 'currency.update',
       handler: async ({ tenant, params, body }) => {
@@ -211,6 +228,7 @@ export function walletAdminRoutes(deps: WalletAdminDeps): RouteSpec[] {
       method: 'DELETE',
       suffix: '/currencies/:currency_id',
       summary: 'Deactivate a currency (balances and ledger are kept)',
+      response: 'currency.view',
       auth: write,
       handler: async ({ tenant, params }) => {
         const r = await sql.query<Currency>(
@@ -227,6 +245,7 @@ export function walletAdminRoutes(deps: WalletAdminDeps): RouteSpec[] {
       method: 'POST',
       suffix: '/earning-rules',
       summary: 'Create an earning rule',
+      response: 'earning_rule.view',
       auth: write,
       body: 'earning_rule.create',
       status: 201,
@@ -260,6 +279,7 @@ export function walletAdminRoutes(deps: WalletAdminDeps): RouteSpec[] {
       method: 'GET',
       suffix: '/earning-rules',
       summary: 'List earning rules (highest priority first)',
+      response: 'earning_rule.list.view',
       auth: read,
       handler: async ({ tenant }) => {
         const rules = await listRules(sql, tenant!.id);
@@ -271,6 +291,7 @@ export function walletAdminRoutes(deps: WalletAdminDeps): RouteSpec[] {
       method: 'GET',
       suffix: '/earning-rules/:rule_id',
       summary: 'Get an earning rule',
+      response: 'earning_rule.view',
       auth: read,
       handler: async ({ tenant, params }) => {
         const r = await getRule(sql, tenant!.id, params.rule_id!);
@@ -283,6 +304,7 @@ export function walletAdminRoutes(deps: WalletAdminDeps): RouteSpec[] {
       method: 'PUT',
       suffix: '/earning-rules/:rule_id',
       summary: 'Update an earning rule (changed fields, e.g. max_per_day, active)',
+      response: 'earning_rule.view',
       auth: write,
       body: 'earning_rule.update',
       handler: async ({ tenant, params, body }) => {
@@ -292,7 +314,9 @@ export function walletAdminRoutes(deps: WalletAdminDeps): RouteSpec[] {
         const err = validateRule({ ...cur, ...b });
         if (err) throw errors.validation(err);
         await checkCurrency(tenant!.id, b.currency_id);
-        return updateRule(sql, tenant!.id, params.rule_id!, b, clock.now());
+        const updated = await updateRule(sql, tenant!.id, params.rule_id!, b, clock.now());
+        if (!updated) throw errors.notFound(`Earning rule ${params.rule_id} not found`);
+        return updated;
       },
     }),
     ...walletForms({
@@ -300,6 +324,7 @@ export function walletAdminRoutes(deps: WalletAdminDeps): RouteSpec[] {
       method: 'DELETE',
       suffix: '/earning-rules/:rule_id',
       summary: 'Delete an earning rule',
+      response: 'earning_rule.view',
       auth: write,
       handler: async ({ tenant, params }) => {
         const r = await deleteRule(sql, tenant!.id, params.rule_id!);
@@ -313,6 +338,7 @@ export function walletAdminRoutes(deps: WalletAdminDeps): RouteSpec[] {
       method: 'POST',
       suffix: '/tiers',
       summary: 'Create a loyalty tier',
+      response: 'tier.view',
       auth: write,
       body: 'tier.create',
       status: 201,
@@ -353,6 +379,7 @@ export function walletAdminRoutes(deps: WalletAdminDeps): RouteSpec[] {
       method: 'GET',
       suffix: '/tiers',
       summary: 'List loyalty tiers',
+      response: 'tier.list.view',
       auth: read,
       handler: async ({ tenant }) => {
         const r = await sql.query<Parameters<typeof toTier>[0]>(
@@ -367,6 +394,7 @@ export function walletAdminRoutes(deps: WalletAdminDeps): RouteSpec[] {
       method: 'GET',
       suffix: '/tiers/:tier_id',
       summary: 'Get a loyalty tier',
+      response: 'tier.view',
       auth: read,
       handler: async ({ tenant, params }) => {
         const r = await sql.query<Parameters<typeof toTier>[0]>(
@@ -382,12 +410,13 @@ export function walletAdminRoutes(deps: WalletAdminDeps): RouteSpec[] {
       method: 'PUT',
       suffix: '/tiers/:tier_id',
       summary: 'Update a loyalty tier',
+      response: 'tier.view',
       auth: write,
       body: 'tier.update',
       handler: async ({ tenant, params, body }) => {
         const b = body as Record<string, unknown>;
         await checkCurrency(tenant!.id, b.currency_id as string | undefined);
-        const r = await sql.query<Parameters<typeof toTier>[0]>(
+        const update = sql.query<Parameters<typeof toTier>[0]>(
           `UPDATE tiers SET tier_name = COALESCE($3, tier_name), tier_level = COALESCE($4, tier_level),
              min_lifetime_points = COALESCE($5, min_lifetime_points), currency_id = COALESCE($6, currency_id),
              icon_url = CASE WHEN $7::boolean THEN $8 ELSE icon_url END, badge_color = CASE WHEN $9::boolean THEN $10 ELSE badge_color END,
@@ -408,6 +437,7 @@ export function walletAdminRoutes(deps: WalletAdminDeps): RouteSpec[] {
             now(),
           ],
         );
+        const r = await update.catch(levelTaken);
         if (!r.rows[0]) throw errors.notFound(`Tier ${params.tier_id} not found`);
         return toTier(r.rows[0]);
       },
@@ -417,6 +447,7 @@ export function walletAdminRoutes(deps: WalletAdminDeps): RouteSpec[] {
       method: 'DELETE',
       suffix: '/tiers/:tier_id',
       summary: 'Delete a loyalty tier',
+      response: 'tier.view',
       auth: write,
       handler: async ({ tenant, params }) => {
         const r = await sql.query<Parameters<typeof toTier>[0]>(

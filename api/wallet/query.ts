@@ -93,26 +93,16 @@ export function walletQueryRoutes(deps: { sql: Sql }): RouteSpec[] {
   type TxQuery = { user_id?: string; currency_id?: string; limit: number; offset: number };
 
   return [
-    {
-      ...common,
-      path: '/v1/wallet/:tenant_id/balances',
-      summary: "A user's balances (long form)",
-      auth: long,
-      query: 'wallet.user.query',
-      handler: view,
-    },
-    {
-      ...common,
-      path: '/v1/wallet/balances',
-      summary: "A user's balances",
-      auth: short,
-      query: 'wallet.user.query',
-      handler: view,
-    },
+    // Registered first: `/v1/wallet/balances/<x>` for x = balances, transactions or tier matches
+    // this route and a long form of a tenant named "balances" (SPEC.md's paths). The router runs
+    // the first route registered, so the literal segment wins: such a URL is always the balance of
+    // the currency <x>, whatever the caller's tenant. A tenant named "balances" reads those three
+    // through the short forms.
     {
       ...common,
       path: '/v1/wallet/balances/:currency_id',
       summary: "A user's balance in one currency",
+      response: 'wallet.balance.view',
       auth: short,
       query: 'wallet.user.query',
       handler: async (req) => {
@@ -123,8 +113,27 @@ export function walletQueryRoutes(deps: { sql: Sql }): RouteSpec[] {
     },
     {
       ...common,
+      path: '/v1/wallet/:tenant_id/balances',
+      summary: "A user's balances (long form)",
+      response: 'wallet.balances.view',
+      auth: long,
+      query: 'wallet.user.query',
+      handler: view,
+    },
+    {
+      ...common,
+      path: '/v1/wallet/balances',
+      summary: "A user's balances",
+      response: 'wallet.balances.view',
+      auth: short,
+      query: 'wallet.user.query',
+      handler: view,
+    },
+    {
+      ...common,
       path: '/v1/wallet/:tenant_id/transactions',
       summary: "A user's transactions, newest first (long form: an array; default 100, max 1000)",
+      response: 'transaction.array.view',
       auth: long,
       query: 'wallet.tx.long.query',
       handler: async (req) =>
@@ -134,6 +143,7 @@ export function walletQueryRoutes(deps: { sql: Sql }): RouteSpec[] {
       ...common,
       path: '/v1/wallet/transactions',
       summary: "A user's transactions, newest first ({transactions, total}; default 50, max 100)",
+      response: 'transaction.list.view',
       auth: short,
       query: 'wallet.tx.short.query',
       handler: async (req) => transactions(req.tenant!.id, req.query as TxQuery, queriedUser(req)),
@@ -142,6 +152,7 @@ export function walletQueryRoutes(deps: { sql: Sql }): RouteSpec[] {
       ...common,
       path: '/v1/wallet/:tenant_id/tier',
       summary: "A user's loyalty tier, or null (long form)",
+      response: 'tier.user.view',
       auth: long,
       query: 'wallet.user.query',
       handler: tier,
@@ -150,6 +161,7 @@ export function walletQueryRoutes(deps: { sql: Sql }): RouteSpec[] {
       ...common,
       path: '/v1/wallet/tier',
       summary: "A user's loyalty tier, or null",
+      response: 'tier.user.view',
       auth: short,
       query: 'wallet.user.query',
       handler: tier,

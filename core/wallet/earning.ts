@@ -173,7 +173,8 @@ export async function updateRule(
       new Date(now).toISOString(),
     ],
   );
-  return toRule(r.rows[0]!);
+  // Deleted since the read: null (the route answers 404), not a crash on the missing row.
+  return r.rows[0] ? toRule(r.rows[0]) : null;
 }
 
 export async function deleteRule(q: Queryable, tenantId: string, id: string): Promise<EarningRule | null> {
