@@ -41,18 +41,31 @@ const signedError = {
   examples: [{ error: 'Invalid signature', code: 'AUTH_001' }],
 };
 
-const ERROR_TEXT: Record<string, string> = {
-  '400': 'Invalid input (VALIDATION_ERROR, or INVALID_INPUT on leaderboard queries)',
-  '401': 'Missing or invalid credential',
-  '403': 'The credential may not do this, or the tenant is suspended',
-  '404': 'Not found (or not visible to this credential)',
-  '409': 'Conflicts with the current state (a name in use, a reference in use, a key reused)',
-  '413': "Body over the route's byte limit",
-  '422': 'Signed variant: the body is invalid (VAL_001 missing field, VAL_002 invalid value)',
-  '429': 'Rate limited (Retry-After says when to come back)',
-  '503': 'A dependency is unavailable; retry later',
-  '5XX': 'Unexpected error; retry later',
+/** Error answers, shared by the operations as components.responses: status → name, text. */
+const ERROR_RESPONSES: Record<string, { name: string; text: string }> = {
+  '400': {
+    name: 'BadRequest',
+    text: 'Invalid input (VALIDATION_ERROR; INVALID_INPUT on leaderboard queries)',
+  },
+  '401': { name: 'Unauthorized', text: 'Missing or invalid credential' },
+  '403': { name: 'Forbidden', text: 'The credential may not do this, or the tenant is suspended' },
+  '404': { name: 'NotFound', text: 'Not found (or not visible to this credential)' },
+  '409': {
+    name: 'Conflict',
+    text: 'Conflicts with the current state (a name in use, a reference in use, a key reused)',
+  },
+  '413': { name: 'PayloadTooLarge', text: "Body over the route's byte limit" },
+  '422': {
+    name: 'SignedInvalid',
+    text: 'Signed variant: the body is invalid (VAL_001 a required field is missing, VAL_002 invalid)',
+  },
+  '429': { name: 'RateLimited', text: 'Rate limited: the Retry-After header says when to come back' },
+  '503': { name: 'Unavailable', text: 'A dependency is unavailable; retry later' },
+  '5XX': { name: 'ServerError', text: 'Unexpected error; retry later' },
 };
+
+/** The statuses whose answer on a signed route may be either error form. */
+const EITHER_FORM = ['401', '403', '429'];
 
 /** A schema id as an OpenAPI component name. */
 const component = (id: string) => `#/components/schemas/${id}`;
@@ -69,15 +82,32 @@ function errorStatuses(r: RouteSpec): string[] {
   return [...[...out].sort((a, b) => a - b).map(String), '5XX'];
 }
 
-function errorResponse(r: RouteSpec, status: string): Record<string, unknown> {
+/** The error answer of a route for a status, as a reference to a shared response (added to `shared`). */
+function errorResponse(
+  r: RouteSpec,
+  status: string,
+  shared: Record<string, unknown>,
+): Record<string, unknown> {
   const signed = r.auth.kind === 'tenant' && r.auth.signed;
-  const schema =
-    status === '422'
-      ? { $ref: component('SignedError') }
-      : signed && ['401', '403', '429'].includes(status)
-        ? { oneOf: [{ $ref: component('Error') }, { $ref: component('SignedError') }] }
-        : { $ref: component('Error') };
-  return { description: ERROR_TEXT[status] ?? 'Error', content: { 'application/json': { schema } } };
+  const either = signed && EITHER_FORM.includes(status);
+  const base = ERROR_RESPONSES[status] ?? { name: `Error${status}`, text: 'Error' };
+  const name = either ? `${base.name}EitherForm` : base.name;
+  if (!shared[name]) {
+    const schema =
+      status === '422'
+        ? { $ref: component('SignedError') }
+        : either
+          ? { oneOf: [{ $ref: component('Error') }, { $ref: component('SignedError') }] }
+          : { $ref: component('Error') };
+    shared[name] = {
+      description: either ? `${base.text} (the signed variant answers {error, code})` : base.text,
+      ...(status === '429'
+        ? { headers: { 'Retry-After': { description: 'Seconds to wait', schema: { type: 'integer' } } } }
+        : {}),
+      content: { 'application/json': { schema } },
+    };
+  }
+  return { $ref: `#/components/responses/${name}` };
 }
 
 /** `{$ref: 'leaderboard'}` (a schema id) → `{$ref: '#/components/schemas/leaderboard'}`, deeply. */
@@ -114,6 +144,8 @@ export function buildOpenApi(
   const set = schemas();
   const paths: Record<string, Record<string, unknown>> = {};
   const used = new Set<string>();
+  const sharedResponses: Record<string, unknown> = {};
+  const usedSchemes = new Set<string>();
   for (const r of routes.filter((x) => x.gateway === gateway)) {
     const path = r.path.replace(/:([A-Za-z_]+)/g, '{$1}');
     const parameters = new Map<string, unknown>();
@@ -154,7 +186,8 @@ export function buildOpenApi(
     for (const [s, id] of Object.entries(r.alsoAnswers ?? {})) {
       responses[s] = { description: 'Success (signed-request variant)', content: jsonContent(id, set, used) };
     }
-    for (const s of errorStatuses(r)) responses[s] = errorResponse(r, s);
+    for (const s of errorStatuses(r)) responses[s] = errorResponse(r, s, sharedResponses);
+    security(r).forEach((alt) => Object.keys(alt).forEach((k) => usedSchemes.add(k)));
     const op: Record<string, unknown> = {
       summary: r.summary,
       tags: [r.tag],
@@ -178,7 +211,9 @@ export function buildOpenApi(
     }
     (paths[path] ??= {})[r.method.toLowerCase()] = op;
   }
-  const components: Record<string, unknown> = { Error: errorEnvelope, SignedError: signedError };
+  const components: Record<string, unknown> = { Error: errorEnvelope };
+  if (JSON.stringify(sharedResponses).includes(component('SignedError')))
+    components.SignedError = signedError;
   // Schemas reference each other by id: take in every one reached.
   const pending = [...used];
   const done = new Set<string>();
@@ -207,37 +242,50 @@ export function buildOpenApi(
           : ''),
     },
     servers: [
-      { url: `http://localhost:${DEFAULT_PORTS[gateway]}`, description: 'The default local address' },
+      { url: `http://127.0.0.1:${DEFAULT_PORTS[gateway]}`, description: 'The default local address' },
     ],
     tags: [...new Set(routes.filter((x) => x.gateway === gateway).map((x) => x.tag))].map((name) => ({
       name,
+      description: TAG_TEXT[name] ?? name,
     })),
     paths,
     components: {
       schemas: components,
-      securitySchemes: {
-        apiKey: {
-          type: 'apiKey',
-          in: 'header',
-          name: 'X-API-Key',
-          description: 'An API key or the root key',
-        },
-        bearer: {
-          type: 'http',
-          scheme: 'bearer',
-          bearerFormat: 'JWT',
-          description: 'API key, admin JWT, tenant JWT or end-user JWT (docs/authentication.md)',
-        },
-        signature: {
-          type: 'apiKey',
-          in: 'header',
-          name: 'X-Signature',
-          description: 'hmac-sha256=<hex> with X-Tenant-Id and X-Timestamp (docs/authentication.md)',
-        },
-      },
+      responses: sharedResponses,
+      securitySchemes: Object.fromEntries(
+        Object.entries(SECURITY_SCHEMES).filter(([name]) => usedSchemes.has(name)),
+      ),
     },
   };
 }
+
+const SECURITY_SCHEMES: Record<string, unknown> = {
+  apiKey: { type: 'apiKey', in: 'header', name: 'X-API-Key', description: 'An API key or the root key' },
+  bearer: {
+    type: 'http',
+    scheme: 'bearer',
+    bearerFormat: 'JWT',
+    description: 'API key, admin JWT, tenant JWT or end-user JWT (docs/authentication.md)',
+  },
+  signature: {
+    type: 'apiKey',
+    in: 'header',
+    name: 'X-Signature',
+    description: 'hmac-sha256=<hex> with X-Tenant-Id and X-Timestamp (docs/authentication.md)',
+  },
+};
+
+const TAG_TEXT: Record<string, string> = {
+  Auth: 'Who the credential is (whoami) and the exchange of identity-provider tokens',
+  Events: 'Event ingestion: one event or a bulk batch (docs/events.md)',
+  Leaderboards: "Boards, their windows and pages, a user's rank and neighbours (docs/leaderboards.md)",
+  Snapshots: 'Closed windows of a board, frozen at close',
+  Levels: "Level systems and a user's level progress",
+  Operator: 'Tenants, API keys and dead letters (root key or operator scopes)',
+  Rewards: 'Reward items, reward configurations and what users were granted',
+  Wallet: 'Currencies, balances, grants and deductions, transactions, earning rules and tiers',
+  Webhooks: 'Webhook subscriptions, deliveries, replays and secret rotation (docs/webhooks.md)',
+};
 
 const DEFAULT_PORTS: Record<GatewayName, number> = { ingest: 8080, admin: 8081, query: 8082 };
 
