@@ -2,7 +2,16 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['node_modules/**', 'dist/**', 'data/**', 'coverage/**', 'bench/results/**'] },
+  {
+    ignores: [
+      'node_modules/**',
+      'dist/**',
+      'data/**',
+      'coverage/**',
+      'bench/results/**',
+      'tests/client/generated/**',
+    ],
+  },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {
