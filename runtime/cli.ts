@@ -8,6 +8,8 @@ import { join } from 'node:path';
 import { Command } from 'commander';
 import { migrate } from '../adapters/sql/migrate';
 import type { GatewayName } from '../api/http/gateway';
+import { reservedTenantIds } from '../api/http/route';
+import { schemas } from '../api/http/validate';
 import { buildOpenApi } from '../api/openapi';
 import { describeRoutes } from '../api/routes';
 import { ALL_SCOPES, FEATURES } from '../api/auth/scopes';
@@ -183,8 +185,13 @@ tenants
   .option('--json', 'print JSON')
   .action((name: string, opts: { id?: string; json?: boolean }) =>
     withTenantStore(async (store) => {
-      if (opts.id !== undefined && !/^[a-z0-9][a-z0-9_-]{1,62}$/.test(opts.id)) {
-        throw new ConfigError('--id', 'must be 2 to 63 lowercase letters, digits, _ or -');
+      // The gateway's rule (schemas/http/tenant.create.json), reserved words included.
+      if (opts.id !== undefined && !schemas().get('tenant.create')({ name, id: opts.id })) {
+        const reserved = [...reservedTenantIds()].join(', ');
+        throw new ConfigError(
+          '--id',
+          `must be 2 to 63 lowercase letters, digits, _ or -, and none of: ${reserved}`,
+        );
       }
       const s = await store.createTenant({ name, id: opts.id });
       const out = { ...s.tenant, jwt_secret: s.jwtSecret, hmac_secret: s.hmacSecret };
