@@ -46,6 +46,11 @@ export function ingestRoutes(deps: IngestDeps): RouteSpec[] {
       tag: 'Events',
       auth,
       bodyRule: 'handler',
+      accepts: ['event', 'event.flat'],
+      status: 202,
+      response: 'event.accepted.view',
+      alsoAnswers: { 200: 'event.accepted.view' },
+      errors: [503],
       handler: async (req) => {
         const signed = isSigned(req);
         // An empty body: VAL_001 on the signed variant (api/http/route.ts), 400 otherwise.
@@ -69,7 +74,6 @@ export function ingestRoutes(deps: IngestDeps): RouteSpec[] {
         req.ctx.status = signed ? 200 : 202;
         return { status: 'accepted', event_id: parsed.record.event_id };
       },
-      status: 202,
     },
     {
       gateway: 'ingest',
@@ -81,6 +85,9 @@ export function ingestRoutes(deps: IngestDeps): RouteSpec[] {
       body: 'event.bulk',
       bodyRule: 'handler',
       status: 202,
+      response: 'event.bulk.view',
+      alsoAnswers: { 200: 'event.bulk.view' },
+      errors: [503],
       handler: async (req) => {
         const signed = isSigned(req);
         const now = deps.clock.now();

@@ -37,6 +37,7 @@ export function authRoutes(): RouteSpec[] {
       summary: 'The credential and the tenant it may act on (checks tenant access)',
       tag: 'Auth',
       auth: { kind: 'admin', scope: null, tenant: true },
+      response: 'whoami.view',
       handler: whoami,
     },
     {
@@ -46,6 +47,7 @@ export function authRoutes(): RouteSpec[] {
       summary: 'The credential; with ?tenant_id also checks access to that tenant',
       tag: 'Auth',
       auth: { kind: 'admin', scope: null, tenant: 'optional' },
+      response: 'whoami.view',
       handler: whoami,
     },
     {
@@ -55,6 +57,7 @@ export function authRoutes(): RouteSpec[] {
       summary: 'The tenant or end-user token and its tenant',
       tag: 'Auth',
       auth: { kind: 'tenant', signed: false },
+      response: 'whoami.view',
       handler: whoami,
     },
     {
@@ -64,6 +67,7 @@ export function authRoutes(): RouteSpec[] {
       summary: 'Long form: a tenant or end-user token, or a signed request, for the tenant in the path',
       tag: 'Auth',
       auth: { kind: 'tenant', signed: true },
+      response: 'whoami.view',
       handler: whoami,
     },
     {
@@ -73,6 +77,7 @@ export function authRoutes(): RouteSpec[] {
       summary: 'The tenant or end-user token, or signed request, and its tenant',
       tag: 'Auth',
       auth: { kind: 'tenant', signed: true },
+      response: 'whoami.view',
       handler: whoami,
     },
   ];

@@ -67,6 +67,7 @@ export function levelRoutes(deps: { sql: Sql; clock: Clock; wallet: Wallet }): R
       tag: 'Levels',
       auth,
       query: 'levels.query',
+      response: 'level.user.view',
       handler: async ({ tenant, params, query: q }) =>
         userLevelView(sql, await system(tenant!.id, (q as LevelsQuery).level_system_id), params.user_id!),
     },
@@ -78,6 +79,7 @@ export function levelRoutes(deps: { sql: Sql; clock: Clock; wallet: Wallet }): R
       tag: 'Levels',
       auth,
       query: 'levels.query',
+      response: 'level.detail.view',
       handler: async ({ tenant, params, query: q }) => {
         if (!/^\d{1,6}$/.test(params.level_number!))
           throw errors.validation('level_number must be a positive integer');
@@ -98,6 +100,7 @@ export function levelRoutes(deps: { sql: Sql; clock: Clock; wallet: Wallet }): R
       tag: 'Levels',
       auth,
       query: 'levels.query',
+      response: 'level.progression.view',
       handler: async (req) => {
         const q = req.query as LevelsQuery;
         const user = q.user_id ?? (req.principal?.kind === 'user' ? req.principal.userId : undefined);
@@ -118,6 +121,7 @@ export function levelRoutes(deps: { sql: Sql; clock: Clock; wallet: Wallet }): R
       auth: write,
       body: 'level_system.create',
       status: 201,
+      response: 'level_system.view',
       handler: async ({ tenant, body }) => {
         const b = body as {
           name: string;
@@ -141,6 +145,7 @@ export function levelRoutes(deps: { sql: Sql; clock: Clock; wallet: Wallet }): R
       summary: 'List level systems',
       tag: 'Levels',
       auth: read,
+      response: 'level_system.list.view',
       handler: async ({ tenant }) => {
         const systems = await listSystems(sql, tenant!.id);
         return { level_systems: systems, total: systems.length };
@@ -153,6 +158,7 @@ export function levelRoutes(deps: { sql: Sql; clock: Clock; wallet: Wallet }): R
       summary: 'Get a level system',
       tag: 'Levels',
       auth: read,
+      response: 'level_system.view',
       handler: async ({ tenant, params }) => system(tenant!.id, params.level_id),
     },
     {
@@ -163,6 +169,7 @@ export function levelRoutes(deps: { sql: Sql; clock: Clock; wallet: Wallet }): R
       tag: 'Levels',
       auth: write,
       body: 'level_system.update',
+      response: 'level_system.view',
       handler: async ({ tenant, params, body }) => {
         const b = body as {
           name?: string;
@@ -178,9 +185,11 @@ export function levelRoutes(deps: { sql: Sql; clock: Clock; wallet: Wallet }): R
           if (!n.ok) throw errors.validation(n.error);
           levels = n.levels;
         }
-        return withRefs(tenant!.id, b, (q) =>
+        const updated = await withRefs(tenant!.id, b, (q) =>
           updateSystem(q, tenant!.id, params.level_id!, { ...b, levels }, clock.now()),
         );
+        if (!updated) throw errors.notFound(`Level system ${params.level_id} not found`);
+        return updated;
       },
     },
   ];

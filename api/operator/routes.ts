@@ -22,6 +22,7 @@ export function presentTenant(t: Tenant) {
     id: t.id,
     name: t.name,
     status: t.status,
+    timezone: t.timezone,
     idp: t.idp,
     created_at: t.created_at,
     updated_at: t.updated_at,
@@ -41,6 +42,7 @@ export function operatorRoutes(svc: Services, deps: { sql: Queryable }): RouteSp
       summary: 'Create a tenant; its jwt_secret and hmac_secret are shown once',
       tag: 'Operator',
       auth: root,
+      response: 'tenant.secrets.view',
       body: 'tenant.create',
       status: 201,
       handler: async ({ body }) => {
@@ -59,6 +61,7 @@ export function operatorRoutes(svc: Services, deps: { sql: Queryable }): RouteSp
       summary: 'List tenants',
       tag: 'Operator',
       auth: root,
+      response: 'tenant.list.view',
       handler: async () => {
         const tenants = (await svc.tenants.listTenants()).map(presentTenant);
         return { tenants, total: tenants.length };
@@ -71,6 +74,7 @@ export function operatorRoutes(svc: Services, deps: { sql: Queryable }): RouteSp
       summary: 'Get a tenant',
       tag: 'Operator',
       auth: root,
+      response: 'tenant.view',
       handler: async ({ params }) =>
         presentTenant(mustFind(await svc.tenants.getTenant(params.tenant_id!), 'Tenant')),
     },
@@ -81,6 +85,7 @@ export function operatorRoutes(svc: Services, deps: { sql: Queryable }): RouteSp
       summary: 'Update a tenant: name, status (active or suspended), identity provider',
       tag: 'Operator',
       auth: root,
+      response: 'tenant.view',
       body: 'tenant.update',
       handler: async ({ params, body }) => {
         const b = body as { name?: string; status?: TenantStatus; idp?: Tenant['idp']; timezone?: string };
@@ -100,6 +105,7 @@ export function operatorRoutes(svc: Services, deps: { sql: Queryable }): RouteSp
       summary: 'Replace the tenant JWT and HMAC secrets; the old ones stop working at once',
       tag: 'Operator',
       auth: root,
+      response: 'tenant.secrets.view',
       handler: async ({ params }) => {
         const s = mustFind(await svc.tenants.rotateSecrets(params.tenant_id!), 'Tenant');
         svc.auth.invalidate(s.tenant.id);
@@ -113,6 +119,7 @@ export function operatorRoutes(svc: Services, deps: { sql: Queryable }): RouteSp
       summary: 'Create an API key; the key is shown once',
       tag: 'Operator',
       auth: root,
+      response: 'apikey.created.view',
       body: 'apikey.create',
       status: 201,
       handler: async ({ body }) => {
@@ -139,6 +146,7 @@ export function operatorRoutes(svc: Services, deps: { sql: Queryable }): RouteSp
       summary: 'List API keys (never their values)',
       tag: 'Operator',
       auth: root,
+      response: 'apikey.list.view',
       handler: async () => {
         const keys = await svc.tenants.listApiKeys();
         return { api_keys: keys, total: keys.length };
@@ -151,6 +159,7 @@ export function operatorRoutes(svc: Services, deps: { sql: Queryable }): RouteSp
       summary: 'Revoke an API key at once',
       tag: 'Operator',
       auth: root,
+      response: 'apikey.view',
       handler: async ({ params }) => mustFind(await svc.tenants.revokeApiKey(params.key_id!), 'API key'),
     },
     {
@@ -161,6 +170,7 @@ export function operatorRoutes(svc: Services, deps: { sql: Queryable }): RouteSp
         'List dead letters (records a consumer could not apply, with the reason), newest first; filter by consumer and partition, page with cursor',
       tag: 'Operator',
       auth: root,
+      response: 'deadletter.list.view',
       query: 'deadletters.query',
       handler: async ({ query }) => listDeadLetters(deps.sql, query as DeadLetterFilter),
     },

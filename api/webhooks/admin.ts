@@ -147,6 +147,8 @@ export function webhookAdminRoutes(deps: WebhookAdminDeps): RouteSpec[] {
       auth: write,
       body: 'webhook.create',
       status: 201,
+      response: 'webhook.secret.view',
+      errors: [503],
       handler: async ({ body, tenant }) => {
         const b = body as {
           url: string;
@@ -167,6 +169,7 @@ export function webhookAdminRoutes(deps: WebhookAdminDeps): RouteSpec[] {
       tag: TAG,
       auth: read,
       query: 'webhook.list.query',
+      response: 'webhook.list.view',
       handler: async ({ query, tenant }) => {
         const q = query as { active?: boolean; limit: number; offset: number };
         const { items, total } = await store.list(tenant!.id, q);
@@ -180,6 +183,7 @@ export function webhookAdminRoutes(deps: WebhookAdminDeps): RouteSpec[] {
       summary: 'Get a webhook endpoint, with why it was disabled, if it was',
       tag: TAG,
       auth: read,
+      response: 'webhook.view',
       handler: async ({ params, tenant }) => presentWebhook(await mustGet(tenant!.id, params.webhook_id!)),
     }),
     ...bothForms({
@@ -190,6 +194,8 @@ export function webhookAdminRoutes(deps: WebhookAdminDeps): RouteSpec[] {
       tag: TAG,
       auth: write,
       body: 'webhook.update',
+      response: 'webhook.view',
+      errors: [503],
       handler: async ({ params, body, tenant }) => {
         const patch = body as Parameters<WebhookStore['update']>[2];
         if (patch.url !== undefined) await checkRegistrable(patch.url);
@@ -220,6 +226,7 @@ export function webhookAdminRoutes(deps: WebhookAdminDeps): RouteSpec[] {
       tag: TAG,
       auth: write,
       query: 'webhook.rotate.query',
+      response: 'webhook.secret.view',
       handler: async ({ params, query, body, tenant }) => {
         noBody(body);
         const q = query as { overlap_seconds: number };
@@ -236,6 +243,7 @@ export function webhookAdminRoutes(deps: WebhookAdminDeps): RouteSpec[] {
         'Send a signed ping event to the endpoint now (also when it is off) and answer with the delivery and its attempt',
       tag: TAG,
       auth: write,
+      response: 'delivery.view',
       handler: async ({ params, body, tenant }) => {
         noBody(body);
         const w = await mustGet(tenant!.id, params.webhook_id!);
@@ -266,6 +274,7 @@ export function webhookAdminRoutes(deps: WebhookAdminDeps): RouteSpec[] {
       tag: TAG,
       auth: read,
       query: 'webhook.deliveries.query',
+      response: 'delivery.list.view',
       handler: async ({ params, query, tenant }) => {
         const q = query as {
           status?: DeliveryStatus;
@@ -299,6 +308,7 @@ export function webhookAdminRoutes(deps: WebhookAdminDeps): RouteSpec[] {
       summary: 'One delivery with its attempts and its payload',
       tag: TAG,
       auth: read,
+      response: 'delivery.view',
       handler: async ({ params, tenant }) => {
         const d = await store.getDelivery(tenant!.id, params.webhook_id!, params.delivery_id!);
         if (!d) throw errors.notFound(`Delivery ${params.delivery_id} not found`);
@@ -313,6 +323,7 @@ export function webhookAdminRoutes(deps: WebhookAdminDeps): RouteSpec[] {
       tag: TAG,
       auth: write,
       query: 'webhook.replay.query',
+      response: 'delivery.replay.view',
       handler: async ({ params, query, body, tenant }) => {
         noBody(body);
         const q = query as { event_type?: string; since?: string; until?: string };
@@ -333,6 +344,7 @@ export function webhookAdminRoutes(deps: WebhookAdminDeps): RouteSpec[] {
       summary: 'Replay one dead-lettered delivery: same id, a fresh retry schedule',
       tag: TAG,
       auth: write,
+      response: 'delivery.view',
       handler: async ({ params, body, tenant }) => {
         noBody(body);
         return requeue(tenant!.id, params.webhook_id!, params.delivery_id!, true);
@@ -345,6 +357,7 @@ export function webhookAdminRoutes(deps: WebhookAdminDeps): RouteSpec[] {
       summary: 'Send any past delivery again (same id, so receivers can drop what they already have)',
       tag: TAG,
       auth: write,
+      response: 'delivery.view',
       handler: async ({ params, body, tenant }) => {
         noBody(body);
         return requeue(tenant!.id, params.webhook_id!, params.delivery_id!, false);
