@@ -93,11 +93,10 @@ export function walletQueryRoutes(deps: { sql: Sql }): RouteSpec[] {
   type TxQuery = { user_id?: string; currency_id?: string; limit: number; offset: number };
 
   return [
-    // Registered first: `/v1/wallet/balances/<x>` for x = balances, transactions or tier matches
-    // this route and a long form of a tenant named "balances" (SPEC.md's paths). The router runs
-    // the first route registered, so the literal segment wins: such a URL is always the balance of
-    // the currency <x>, whatever the caller's tenant. A tenant named "balances" reads those three
-    // through the short forms.
+    // `/v1/wallet/balances/<x>` (x = balances, transactions or tier) also matches a long form with
+    // tenant_id "balances": a reserved tenant id, which the long forms pass on (api/http/route.ts
+    // `reservedTenantIds`), so such a URL is always the balance of the currency <x>. Listed first
+    // too, so the router and the document's path order agree without that rule.
     {
       ...common,
       path: '/v1/wallet/balances/:currency_id',
