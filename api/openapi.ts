@@ -48,6 +48,7 @@ const ERROR_RESPONSES: Record<string, { name: string; text: string }> = {
     text: 'Invalid input (VALIDATION_ERROR; INVALID_INPUT on leaderboard queries)',
   },
   '401': { name: 'Unauthorized', text: 'Missing or invalid credential' },
+  '402': { name: 'PaymentRequired', text: 'Insufficient balance (INSUFFICIENT_BALANCE)' },
   '403': { name: 'Forbidden', text: 'The credential may not do this, or the tenant is suspended' },
   '404': { name: 'NotFound', text: 'Not found (or not visible to this credential)' },
   '409': {

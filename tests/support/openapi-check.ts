@@ -7,12 +7,18 @@
 import Ajv2020, { type ValidateFunction } from 'ajv/dist/2020';
 import addFormats from 'ajv-formats';
 
+interface Answer {
+  $ref?: string;
+  content?: Record<string, { schema?: unknown }>;
+}
 interface Operation {
-  responses: Record<string, { content?: Record<string, { schema?: unknown }> }>;
+  responses: Record<string, Answer>;
 }
 interface Doc {
   id: string;
   paths: Record<string, Record<string, Operation>>;
+  /** Shared answers (`#/components/responses/<name>`). */
+  shared: Record<string, Answer>;
   /** Path templates with their matchers, fewest parameters first (literal segments win). */
   templates: Array<{ template: string; re: RegExp }>;
 }
@@ -41,7 +47,7 @@ const pointer = (s: string) => encodeURIComponent(s.replace(/~/g, '~0').replace(
 async function loadDoc(origin: string): Promise<Doc> {
   const res = await fetch(`${origin}/openapi.json`);
   if (res.status !== 200) throw new Error(`${origin}/openapi.json answered ${res.status}`);
-  const doc = (await res.json()) as { paths: Doc['paths'] };
+  const doc = (await res.json()) as { paths: Doc['paths']; components?: { responses?: Doc['shared'] } };
   const id = `openapi:${origin}:${Date.now()}:${Math.random()}`;
   ajv.addSchema(doc, id);
   const templates = Object.keys(doc.paths)
@@ -51,7 +57,7 @@ async function loadDoc(origin: string): Promise<Doc> {
       re: new RegExp(`^${template.replace(/[.*+?^$()|[\]\\]/g, '\\$&').replace(/\{[^}]+\}/g, '[^/]+')}$`),
     }))
     .sort((a, b) => a.params - b.params);
-  return { id, paths: doc.paths, templates };
+  return { id, paths: doc.paths, shared: doc.components?.responses ?? {}, templates };
 }
 
 /**
@@ -85,7 +91,16 @@ export async function checkAnswer(
   const where = `${method} ${match.template} answered ${status}`;
   const key = [String(status), `${String(status)[0]}XX`, 'default'].find((k) => op.responses[k]);
   if (!key) throw new Error(`${where}: the OpenAPI document lists no such status for this operation`);
-  const documented = op.responses[key]!;
+  // An answer is written in place or refers to a shared one.
+  let documented = op.responses[key]!;
+  let pointerTo = `paths/${pointer(match.template)}/${m}/responses/${key}`;
+  if (documented.$ref) {
+    const name = documented.$ref.replace('#/components/responses/', '');
+    if (!doc.shared[name])
+      throw new Error(`${where}: the document refers to a missing answer ${documented.$ref}`);
+    documented = doc.shared[name]!;
+    pointerTo = `components/responses/${pointer(name)}`;
+  }
   if (status === 204 || !documented.content) {
     if (text.length > 0)
       throw new Error(`${where}: a body where the document describes none: ${text.slice(0, 300)}`);
@@ -95,7 +110,7 @@ export async function checkAnswer(
   if (!media?.schema) throw new Error(`${where}: the document gives no JSON schema for this answer`);
   if (!contentType?.startsWith('application/json'))
     throw new Error(`${where}: content type ${contentType ?? '(none)'}, documented application/json`);
-  const ref = `${doc.id}#/paths/${pointer(match.template)}/${m}/responses/${key}/content/${pointer('application/json')}/schema`;
+  const ref = `${doc.id}#/${pointerTo}/content/${pointer('application/json')}/schema`;
   let validate = validators.get(ref);
   if (!validate) validators.set(ref, (validate = ajv.compile({ $ref: ref })));
   if (!validate(body)) {
