@@ -29,6 +29,8 @@ export default tseslint.config(
       'runtime/config.ts',
       'runtime/cli.ts',
       'tests/support/**',
+      // A client program of the API (not the service): it takes its addresses and credentials from the environment.
+      'tests/client/**',
       'bench/**',
       'jest.config.js',
       'eslint.config.mjs',

@@ -8,6 +8,7 @@ import { execFile } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { childEnv } from '../support/process';
 import { call, createTenant, startTestApp, tenantToken, type TestApp } from '../support/app';
 
 const root = join(__dirname, '..', '..');
@@ -25,7 +26,7 @@ function run(args: string[], env: Record<string, string> = {}) {
     execFile(
       process.execPath,
       args,
-      { cwd: root, encoding: 'utf8', env: { ...process.env, NODE_OPTIONS: '', ...env }, timeout: 120_000 },
+      { cwd: root, encoding: 'utf8', env: childEnv(env), timeout: 120_000 },
       (err, stdout, stderr) => {
         const status = err ? (typeof err.code === 'number' ? err.code : 1) : 0;
         resolve({ status, out: `${stdout}${stderr}`, stdout });
