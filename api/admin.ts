@@ -1,7 +1,7 @@
-import { createGateway, type Gateway } from './http/gateway';
+import { createGateway, type Gateway } from '../http/gateway';
 import type { AppContext } from '../runtime/context';
 import { mountDeps } from '../runtime/context';
-import type { RouteSpec } from './http/route';
+import type { RouteSpec } from '../http/route';
 
 /** The Admin Gateway: definitions, grants and operator routes. */
 export function buildAdminGateway(ctx: AppContext, routes: RouteSpec[]): Gateway {

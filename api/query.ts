@@ -1,7 +1,7 @@
-import { createGateway, type Gateway } from './http/gateway';
+import { createGateway, type Gateway } from '../http/gateway';
 import type { AppContext } from '../runtime/context';
 import { mountDeps } from '../runtime/context';
-import type { RouteSpec } from './http/route';
+import type { RouteSpec } from '../http/route';
 
 /** The Query Gateway: end-user reads and actions. */
 export function buildQueryGateway(ctx: AppContext, routes: RouteSpec[]): Gateway {

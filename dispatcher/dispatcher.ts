@@ -29,7 +29,7 @@ import type { DeliveryRow, WebhookRow, WebhookStore } from '../core/webhooks/sto
 import type { WebhookConfig } from '../runtime/config';
 import type { Logger } from '../runtime/logger';
 import type { Metrics } from '../runtime/metrics';
-import { deliveryHeaders, WebhookSender } from './http';
+import { deliveryHeaders, WebhookSender } from '../core/webhooks/sender';
 
 export interface DispatcherDeps {
   sql: Sql;

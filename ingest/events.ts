@@ -3,13 +3,13 @@
  * shape of the signed-request variant), the tenant stamped from the credential, and the checks
  * SPEC.md names (occurred_at at most 1 hour ahead, an end-user token only for its own user).
  * Identifiers that become store keys (event_id, type, user_id) are at most 256 UTF-8 bytes (the
- * schemas' `x-max-bytes`); every string and free-form object obeys api/http/input.ts.
+ * schemas' `x-max-bytes`); every string and free-form object obeys http/input.ts.
  */
 import { AnalyticsInputError, checkEvent } from '../adapters/analytics/rows';
 import type { EventRecord } from '../schemas/topics';
-import type { Principal } from '../api/auth/authenticator';
-import { inputProblem } from '../api/http/input';
-import { describeError, schemas } from '../api/http/validate';
+import type { Principal } from '../http/auth/authenticator';
+import { inputProblem } from '../http/input';
+import { describeError, schemas } from '../http/validate';
 
 export const MAX_FUTURE_MS = 3600_000;
 
@@ -67,7 +67,7 @@ export function parseEvent(
   });
   if (typeof raw !== 'object' || raw === null || Array.isArray(raw))
     return fail('event must be a JSON object');
-  // The one input rule (api/http/input.ts), per event: before anything recurses into the event.
+  // The one input rule (http/input.ts), per event: before anything recurses into the event.
   const problem = inputProblem(raw, 'event');
   if (problem) return fail(problem.replace(/^event[.[]/, (m) => (m === 'event[' ? '[' : '')));
 

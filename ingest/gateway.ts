@@ -1,7 +1,7 @@
-import { createGateway, type Gateway } from '../api/http/gateway';
+import { createGateway, type Gateway } from '../http/gateway';
 import type { AppContext } from '../runtime/context';
 import { mountDeps } from '../runtime/context';
-import type { RouteSpec } from '../api/http/route';
+import type { RouteSpec } from '../http/route';
 
 /** The Ingestion Gateway: accepts events and appends them to the event log. */
 export function buildIngestGateway(ctx: AppContext, routes: RouteSpec[]): Gateway {

@@ -5,9 +5,9 @@
 import type { EventLog } from '../adapters/eventlog/types';
 import type { Clock } from '../core/clock';
 import { EVENTS_TOPIC, eventKey, type EventRecord } from '../schemas/topics';
-import { ApiError, errors } from '../api/http/errors';
-import type { RouteRequest, RouteSpec } from '../api/http/route';
-import { signedErrors } from '../api/auth/authenticator';
+import { ApiError, errors } from '../http/errors';
+import type { RouteRequest, RouteSpec } from '../http/route';
+import { signedErrors } from '../http/auth/authenticator';
 import { parseEvent } from './events';
 
 export interface IngestDeps {
@@ -53,7 +53,7 @@ export function ingestRoutes(deps: IngestDeps): RouteSpec[] {
       errors: [503],
       handler: async (req) => {
         const signed = isSigned(req);
-        // An empty body: VAL_001 on the signed variant (api/http/route.ts), 400 otherwise.
+        // An empty body: VAL_001 on the signed variant (http/route.ts), 400 otherwise.
         if (req.body === undefined) throw errors.validation('Request body is required');
         const parsed = parseEvent(req.body, {
           tenantId: req.tenant!.id,

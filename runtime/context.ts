@@ -1,4 +1,4 @@
-import type { MountDeps } from '../api/http/route';
+import type { MountDeps } from '../http/route';
 import type { ClosingDeps } from '../core/leaderboards/closing';
 import { payoutHook } from '../core/leaderboards/payout';
 import type { Clock } from '../core/clock';

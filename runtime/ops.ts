@@ -2,10 +2,10 @@
  * The operations listener (LUDUS_OPS_PORT, default 8083; docs/operations.md "Health, readiness and
  * metrics"): /health, /ready and /metrics for any process, including one that runs only
  * background roles (processors, analytics, scheduler, dispatcher) and so opens no gateway. It is
- * the gateways' own plumbing (api/http/gateway.ts) with no API routes; /ready checks the stores
+ * the gateways' own plumbing (http/gateway.ts) with no API routes; /ready checks the stores
  * the process's roles use.
  */
-import { createListenerApp, type ReadinessCheck } from '../api/http/gateway';
+import { createListenerApp, type ReadinessCheck } from '../http/gateway';
 import type { Role } from './config';
 import type { AppContext } from './context';
 

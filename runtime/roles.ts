@@ -1,12 +1,12 @@
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { buildAdminGateway } from '../api/admin';
-import { closeServer, listen, type Gateway, type GatewayName, type ListenerName } from '../api/http/gateway';
+import { closeServer, listen, type Gateway, type GatewayName, type ListenerName } from '../http/gateway';
 import { buildQueryGateway } from '../api/query';
 import { attachLiveLeaderboards, LIVE_DEFAULTS } from '../api/leaderboards/live';
 import { LeaderboardQueries } from '../core/leaderboards/queries';
 import { buildIngestGateway } from '../ingest/gateway';
-import { allRoutes } from '../api/routes';
+import { allRoutes } from './routes';
 import { startAnalyticsSink } from '../processors/analytics-sink/sink';
 import { startLedgerExport } from '../processors/analytics-sink/ledger-export';
 import { Scheduler } from '../scheduler/scheduler';

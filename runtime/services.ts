@@ -3,7 +3,7 @@
  * the authenticator and the rate limiter.
  */
 import type { RateLimiter } from '../adapters/ratelimit/types';
-import { Authenticator } from '../api/auth/authenticator';
+import { Authenticator } from '../http/auth/authenticator';
 import type { Clock } from '../core/clock';
 import { LeaderboardCache } from '../core/leaderboards/cache';
 import { SecretBox } from '../core/tenancy/secrets';

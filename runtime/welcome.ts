@@ -5,7 +5,7 @@
  * The banner goes to stderr, never to stdout where the JSON logs go: a log pipeline or file
  * collecting stdout does not receive secrets.
  */
-import { ALL_SCOPES } from '../api/auth/scopes';
+import { ALL_SCOPES } from '../http/auth/scopes';
 import type { OpenedApp } from './app';
 import type { RunningRoles } from './roles';
 import { mintToken } from './tokens';

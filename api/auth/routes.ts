@@ -2,8 +2,8 @@
  * Credential checks: each gateway answers "who am I" for the credential it is given, so a client
  * can test its setup (and the auth tests can exercise every credential kind on every gateway).
  */
-import type { RouteSpec } from '../http/route';
-import type { Principal } from './authenticator';
+import type { RouteSpec } from '../../http/route';
+import type { Principal } from '../../http/auth/authenticator';
 
 function describe(p: Principal | null, tenantId: string | null) {
   if (!p) return { principal: null, tenant_id: tenantId };

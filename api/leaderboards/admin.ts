@@ -13,9 +13,9 @@ import {
 } from '../../core/leaderboards/definition';
 import { createBoard, getBoard, getWindow, listBoards, updateBoard } from '../../core/leaderboards/store';
 import { isForeignKeyViolation, lockConfigRef } from '../../core/rewards/references';
-import { scope } from '../auth/scopes';
-import { errors } from '../http/errors';
-import type { RouteSpec } from '../http/route';
+import { scope } from '../../http/auth/scopes';
+import { errors } from '../../http/errors';
+import type { RouteSpec } from '../../http/route';
 
 export interface LeaderboardAdminDeps extends ClosingDeps {
   sql: Sql;

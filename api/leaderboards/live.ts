@@ -28,7 +28,7 @@ import { Counter, Gauge, type Registry } from 'prom-client';
 import { WebSocket, WebSocketServer, type RawData } from 'ws';
 import type { RateLimiter } from '../../adapters/ratelimit/types';
 import type { Sql } from '../../adapters/sql/types';
-import { inputProblem } from '../http/input';
+import { inputProblem } from '../../http/input';
 import type { Clock } from '../../core/clock';
 import type { Leaderboard } from '../../core/leaderboards/definition';
 import { LeaderboardQueries, WindowNotFound } from '../../core/leaderboards/queries';
@@ -36,9 +36,9 @@ import { getBoard } from '../../core/leaderboards/store';
 import type { Tenant, TenantSecrets } from '../../core/tenancy/store';
 import type { RateLimitSpec } from '../../runtime/config';
 import type { Logger } from '../../runtime/logger';
-import type { Authenticator } from '../auth/authenticator';
-import { ApiError, errors } from '../http/errors';
-import { rawHttpResponse } from '../http/gateway';
+import type { Authenticator } from '../../http/auth/authenticator';
+import { ApiError, errors } from '../../http/errors';
+import { rawHttpResponse } from '../../http/gateway';
 
 export interface LiveOptions {
   throttleMs: number;

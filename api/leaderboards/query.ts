@@ -11,8 +11,8 @@ import {
   type Page,
   type ResolvedWindow,
 } from '../../core/leaderboards/queries';
-import { errors } from '../http/errors';
-import type { RouteSpec } from '../http/route';
+import { errors } from '../../http/errors';
+import type { RouteSpec } from '../../http/route';
 
 export interface LeaderboardQueryDeps {
   sql: Sql;

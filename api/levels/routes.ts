@@ -18,9 +18,9 @@ import {
   type LevelDef,
 } from '../../core/levels/levels';
 import type { Wallet } from '../../core/wallet/wallet';
-import { scope } from '../auth/scopes';
-import { errors } from '../http/errors';
-import type { AuthRule, RouteSpec } from '../http/route';
+import { scope } from '../../http/auth/scopes';
+import { errors } from '../../http/errors';
+import type { AuthRule, RouteSpec } from '../../http/route';
 
 const read = { kind: 'admin', scope: scope.read('levels'), tenant: true } as const;
 const write = { kind: 'admin', scope: scope.write('levels'), tenant: true } as const;

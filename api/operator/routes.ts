@@ -8,8 +8,8 @@ import { listDeadLetters, type DeadLetterFilter } from '../../processors/dead-le
 import { TenancyError, type Tenant, type TenantSecrets, type TenantStatus } from '../../core/tenancy/store';
 import type { Services } from '../../runtime/services';
 import { validateTimeframe } from '../../core/windows';
-import { errors } from '../http/errors';
-import type { RouteSpec } from '../http/route';
+import { errors } from '../../http/errors';
+import type { RouteSpec } from '../../http/route';
 
 const root = { kind: 'root' } as const;
 

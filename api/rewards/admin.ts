@@ -30,9 +30,9 @@ import {
   updateItem,
   validatePayload,
 } from '../../core/rewards/items';
-import { scope } from '../auth/scopes';
-import { errors } from '../http/errors';
-import type { RouteSpec } from '../http/route';
+import { scope } from '../../http/auth/scopes';
+import { errors } from '../../http/errors';
+import type { RouteSpec } from '../../http/route';
 import { bothForms } from '../leaderboards/admin';
 
 const read = { kind: 'admin', scope: scope.read('rewards'), tenant: true } as const;
@@ -161,7 +161,7 @@ export function rewardAdminRoutes(deps: { sql: Sql; clock: Clock }): RouteSpec[]
             'This body is a catalog reward; create catalog rewards under /v1/tenants/{tenant_id}/rewards-catalog (the store, not yet available). A reward config needs tiers.',
           );
         }
-        const { validateOrThrow } = await import('../http/validate');
+        const { validateOrThrow } = await import('../../http/validate');
         const b = validateOrThrow<{ name: string; description?: string | null; tiers: RewardTier[] }>(
           'reward_config.create',
           raw,

@@ -17,9 +17,9 @@ import {
 } from '../../core/wallet/earning';
 import { toTier } from '../../core/wallet/tiers';
 import { WalletError, type Currency, type Wallet } from '../../core/wallet/wallet';
-import { scope } from '../auth/scopes';
-import { ApiError, errors } from '../http/errors';
-import type { RouteSpec } from '../http/route';
+import { scope } from '../../http/auth/scopes';
+import { ApiError, errors } from '../../http/errors';
+import type { RouteSpec } from '../../http/route';
 
 export interface WalletAdminDeps {
   sql: Sql;

@@ -5,8 +5,8 @@
  */
 import type { Sql } from '../../adapters/sql/types';
 import { userTierView } from '../../core/wallet/tiers';
-import { errors } from '../http/errors';
-import type { RouteRequest, RouteSpec } from '../http/route';
+import { errors } from '../../http/errors';
+import type { RouteRequest, RouteSpec } from '../../http/route';
 
 const short = { kind: 'tenant', signed: false } as const;
 const long = { kind: 'tenant', signed: true } as const;
@@ -94,7 +94,7 @@ export function walletQueryRoutes(deps: { sql: Sql }): RouteSpec[] {
 
   return [
     // `/v1/wallet/balances/<x>` (x = balances, transactions or tier) also matches a long form with
-    // tenant_id "balances": a reserved tenant id, which the long forms pass on (api/http/route.ts
+    // tenant_id "balances": a reserved tenant id, which the long forms pass on (http/route.ts
     // `reservedTenantIds`), so such a URL is always the balance of the currency <x>. Listed first
     // too, so the router and the document's path order agree without that rule.
     {

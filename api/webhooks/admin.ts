@@ -16,12 +16,12 @@ import { PING } from '../../core/webhooks/events';
 import { pingBody, recordPing } from '../../core/webhooks/queue';
 import { signatureHeaders } from '../../core/webhooks/signing';
 import type { Delivery, DeliveryStatus, WebhookRow, WebhookStore } from '../../core/webhooks/store';
-import { deliveryHeaders, systemResolver, WebhookSender } from '../../dispatcher/http';
+import { deliveryHeaders, systemResolver, WebhookSender } from '../../core/webhooks/sender';
 import type { WebhookConfig } from '../../runtime/config';
-import { scope } from '../auth/scopes';
-import { errors } from '../http/errors';
-import type { RouteSpec } from '../http/route';
-import { validateOrThrow } from '../http/validate';
+import { scope } from '../../http/auth/scopes';
+import { errors } from '../../http/errors';
+import type { RouteSpec } from '../../http/route';
+import { validateOrThrow } from '../../http/validate';
 import { bothForms } from '../leaderboards/admin';
 
 export interface WebhookAdminDeps {

@@ -2,29 +2,19 @@
  * Pipeline step: leaderboard scoring. For each event and each active board of its tenant, the
  * board's first matching rule gives points; the event's occurred_at picks the window; late events
  * land in their window while it is open (before its grace period ends) and are ignored after.
+ * After the commit, the batch's final scores go to the rank index (./rank-sync.ts); replayed
+ * records resync their users' open scores there.
  */
 import type { Queryable } from '../../adapters/sql/types';
-import type { Clock } from '../../core/clock';
 import { applyPoints } from '../../core/leaderboards/aggregate';
-import {
-  compileScorer,
-  eventView,
-  graceMs,
-  type LeaderboardConfig,
-  type Scorer,
-} from '../../core/leaderboards/definition';
-import {
-  activeBoards,
-  ensureWindows,
-  lockScores,
-  scoreId,
-  upsertScores,
-  windowId,
-  type ScoreKey,
-  type ScoreRow,
-} from '../../core/leaderboards/store';
+import { compileScorer, graceMs, type LeaderboardConfig, type Scorer } from '../../core/leaderboards/definition';
+import { activeBoards, ensureWindows, scoreId, windowId, type ScoreKey, type ScoreRow } from '../../core/leaderboards/store';
+import { CompileCache } from '../../core/rules/rules';
 import { windowAt } from '../../core/windows';
-import type { PipelineEvent, StepEffect } from './pipeline';
+import type { EventRecord } from '../../schemas/topics';
+import { BatchState } from './batch-state';
+import { openScoresOfUsers, type RankSync } from './rank-sync';
+import { applied, nothing, type PipelineStep, type StepBatch, type StepEffect, type StepReport } from './step';
 
 interface Contribution {
   key: ScoreKey;
@@ -34,52 +24,82 @@ interface Contribution {
   eventIndex: number;
 }
 
+/** Scores of the batch's keys: locked in key order, written back in one statement. */
+export const scores = new BatchState<ScoreRow>({
+  table: 'leaderboard_scores',
+  keys: [
+    { column: 'tenant_id', type: 'text' },
+    { column: 'leaderboard_id', type: 'text' },
+    { column: 'window_key', type: 'text' },
+    { column: 'user_id', type: 'text' },
+  ],
+  values: [
+    { column: 'score', type: 'float8', merge: 'replace' },
+    { column: 'total', type: 'float8', merge: 'replace' },
+    { column: 'n', type: 'bigint', merge: 'replace' },
+    { column: 'tiebreak', type: 'bigint', merge: 'replace' },
+    { column: 'partition', type: 'int', merge: 'replace' },
+  ],
+});
+
+/** The compiled scorers of the batch's tenants' active boards, by tenant. */
+export type Scorers = Map<string, Scorer[]>;
+
 export interface ScoringResult {
   effects: StepEffect[];
-  reasons: Array<string | undefined>;
   /** Final rows of every score changed by the batch. */
   rows: ScoreRow[];
   /** Configs of the boards involved, by `tenant\0leaderboard`. */
   configs: Map<string, LeaderboardConfig>;
 }
 
-export class ScoringStep {
+export class ScoringStep implements PipelineStep<Scorers> {
+  readonly name = 'leaderboards';
   /** Compiled scorers by tenant, board and version: compiling is done once per definition version. */
-  private readonly compiled = new Map<string, Scorer>();
+  private readonly compiled = new CompileCache<Scorer>();
 
-  constructor(private readonly clock: Clock) {}
+  /** `rankSync`: where the final scores go after the commit (none: SQL only, as in unit tests). */
+  constructor(private readonly rankSync?: RankSync) {}
 
-  private scorersOf(boards: Awaited<ReturnType<typeof activeBoards>>): Map<string, Scorer[]> {
-    const byTenant = new Map<string, Scorer[]>();
-    for (const b of boards) {
-      const k = `${b.tenant_id}\u0000${b.leaderboard_id}\u0000${b.version}`;
-      let s = this.compiled.get(k);
-      if (!s) {
-        if (this.compiled.size > 10_000) this.compiled.clear();
-        s = compileScorer(b);
-        this.compiled.set(k, s);
-      }
+  async load(q: Queryable, batch: StepBatch): Promise<Scorers> {
+    const byTenant: Scorers = new Map();
+    if (batch.events.length === 0) return byTenant;
+    for (const b of await activeBoards(q, [...batch.tenants])) {
+      const s = this.compiled.get(`${b.tenant_id}\u0000${b.leaderboard_id}\u0000${b.version}`, () =>
+        compileScorer(b),
+      );
       byTenant.set(b.tenant_id, [...(byTenant.get(b.tenant_id) ?? []), s]);
     }
     return byTenant;
   }
 
-  async apply(q: Queryable, events: PipelineEvent[], partition: number): Promise<ScoringResult> {
-    const effects: StepEffect[] = events.map(() => 'none');
-    const reasons: Array<string | undefined> = events.map(() => undefined);
-    const configs = new Map<string, LeaderboardConfig>();
-    if (events.length === 0) return { effects, reasons, rows: [], configs };
+  async apply(q: Queryable, batch: StepBatch, scorers: Scorers): Promise<StepReport> {
+    const { effects, rows, configs } = await this.score(q, batch, scorers);
+    // Replayed records were applied by an earlier transaction whose index update may be missing.
+    const resync = await openScoresOfUsers(q, uniqueUsers(batch.replayed), configs);
+    const all = [...resync, ...rows];
+    const rankSync = this.rankSync;
+    return {
+      effects,
+      afterCommit: rankSync
+        ? () => rankSync.push(all, configs, batch.partition, batch.nextOffset, batch.firstOffset)
+        : undefined,
+    };
+  }
 
-    const tenants = [...new Set(events.map((e) => e.event.tenant_id))];
-    const scorers = this.scorersOf(await activeBoards(q, tenants));
-    const now = this.clock.now();
+  /** The batch's scores, written to SQL: one effect per event, the changed rows, their boards' configs. */
+  async score(q: Queryable, batch: StepBatch, scorers: Scorers): Promise<ScoringResult> {
+    const effects: StepEffect[] = batch.events.map(() => nothing);
+    const configs = new Map<string, LeaderboardConfig>();
+    if (batch.events.length === 0) return { effects, rows: [], configs };
+    const late: StepEffect = { kind: 'none', reason: 'late: the window has closed' };
+    const { now, partition } = batch;
 
     const contributions: Contribution[] = [];
     const windows = new Map<string, ScoreKey & { starts_at: number; ends_at: number; closes_at: number }>();
-    events.forEach(({ event }, i) => {
+    batch.events.forEach(({ event, view }, i) => {
       const boards = scorers.get(event.tenant_id);
       if (!boards) return;
-      const view = eventView(event);
       for (const scorer of boards) {
         const points = scorer.points(view);
         if (points === null || Number.isNaN(points)) continue;
@@ -90,7 +110,7 @@ export class ScoringStep {
             ? Number.MAX_SAFE_INTEGER
             : w.end + graceMs(cfg);
         if (now >= closesAt) {
-          reasons[i] = 'late: the window has closed';
+          effects[i] = late;
           continue;
         }
         const key: ScoreKey = {
@@ -108,7 +128,7 @@ export class ScoringStep {
         contributions.push({ key, points, at: event.occurred_at, scorer, eventIndex: i });
       }
     });
-    if (contributions.length === 0) return { effects, reasons, rows: [], configs };
+    if (contributions.length === 0) return { effects, rows: [], configs };
 
     // In one order for every transaction: batches of different partitions create the same new
     // windows concurrently, and inserting them in each batch's event order deadlocked (issue 7).
@@ -118,26 +138,34 @@ export class ScoringStep {
     );
     const live = contributions.filter((c) => {
       if (windowRows.get(windowId(c.key))?.status === 'closed') {
-        reasons[c.eventIndex] = 'late: the window has closed';
+        effects[c.eventIndex] = late;
         return false;
       }
       return true;
     });
 
-    const keys = new Map<string, ScoreKey>();
-    for (const c of live) keys.set(scoreId(c.key), c.key);
-    const current = await lockScores(q, [...keys.values()]);
+    const current = await scores.lock(
+      q,
+      live.map((c) => c.key),
+    );
     const changed = new Map<string, ScoreRow>();
     for (const c of live) {
       const id = scoreId(c.key);
       const prev = changed.get(id) ?? current.get(id) ?? null;
       const next = applyPoints(c.scorer.board.config.scoring.aggregation, prev, c.points, c.at);
       changed.set(id, { ...c.key, ...next, partition });
-      effects[c.eventIndex] = 'applied';
+      effects[c.eventIndex] = applied;
       configs.set(`${c.key.tenant_id}\u0000${c.key.leaderboard_id}`, c.scorer.board.config);
     }
     const rows = [...changed.values()];
-    await upsertScores(q, rows);
-    return { effects, reasons, rows, configs };
+    await scores.upsert(q, rows);
+    return { effects, rows, configs };
   }
+}
+
+function uniqueUsers(events: readonly EventRecord[]): Array<{ tenant_id: string; user_id: string }> {
+  const seen = new Map<string, { tenant_id: string; user_id: string }>();
+  for (const e of events)
+    seen.set(`${e.tenant_id}\u0000${e.user_id}`, { tenant_id: e.tenant_id, user_id: e.user_id });
+  return [...seen.values()];
 }

@@ -10,7 +10,7 @@ import { generateKeyPairSync, randomUUID } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { exportJWK, importPKCS8, SignJWT } from 'jose';
-import { signRequest } from '../../api/auth/authenticator';
+import { signRequest } from '../../http/auth/authenticator';
 import { ManualClock } from '../../core/clock';
 import {
   call,

@@ -5,7 +5,7 @@ import { generateKeyPairSync } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { exportJWK, SignJWT, importPKCS8 } from 'jose';
-import { signRequest } from '../../api/auth/authenticator';
+import { signRequest } from '../../http/auth/authenticator';
 import {
   call,
   createKey,
@@ -199,7 +199,7 @@ describe.each(SHAPES)('credentials [%s]', (shape) => {
     });
 
     it('checks scopes: write implies read, feature wildcard, none', async () => {
-      const { hasScope } = await import('../../api/http/route');
+      const { hasScope } = await import('../../http/route');
       expect(hasScope(['coupons:write'], 'coupons:read')).toBe(true);
       expect(hasScope(['coupons:read'], 'coupons:write')).toBe(false);
       expect(hasScope(['coupons:*'], 'coupons:write')).toBe(true);

@@ -9,7 +9,7 @@
  * - an accumulate-only currency (`is_spendable: false`) cannot be spent, and an admin deduct of it
  *   needs `source_type: manual_adjustment`.
  */
-import { signRequest } from '../../api/auth/authenticator';
+import { signRequest } from '../../http/auth/authenticator';
 import { ManualClock } from '../../core/clock';
 import { WalletError } from '../../core/wallet/wallet';
 import { EVENTS_TOPIC } from '../../schemas/topics';

@@ -1,16 +1,16 @@
 /**
  * Hostile but well-typed input (issue 11, items 2 and 7), in both shapes: NUL characters, lone
  * surrogates, values nested thousands of levels deep and `%00` in path parameters, sent to every
- * route of every gateway (enumerated from api/routes.ts, as the isolation test does), and
+ * route of every gateway (enumerated from runtime/routes.ts, as the isolation test does), and
  * identifiers over their byte limit. Each is refused with 400 VALIDATION_ERROR naming the field
  * (422 on the signed-request variant; per event in a bulk request); afterwards every table and the
  * event log are unchanged and the service still serves: a grant succeeds and the partition keeps
  * scoring.
  */
-import { signRequest } from '../../api/auth/authenticator';
-import type { RouteSpec } from '../../api/http/route';
-import { MAX_NESTING } from '../../api/http/input';
-import { allRoutes } from '../../api/routes';
+import { signRequest } from '../../http/auth/authenticator';
+import type { RouteSpec } from '../../http/route';
+import { MAX_NESTING } from '../../http/input';
+import { allRoutes } from '../../runtime/routes';
 import { EVENTS_TOPIC } from '../../schemas/topics';
 import {
   call,

@@ -5,7 +5,7 @@
  * accepted event is really in the event log (the log's end offsets grow and the event is scored).
  */
 import { request } from 'node:http';
-import { signRequest } from '../../api/auth/authenticator';
+import { signRequest } from '../../http/auth/authenticator';
 import { ManualClock } from '../../core/clock';
 import { EVENTS_TOPIC } from '../../schemas/topics';
 import {

@@ -1,6 +1,6 @@
 /**
  * Tenant isolation, for every route registered on the admin and query gateways, now and later:
- * the test enumerates the route list the gateways mount (api/routes.ts), so a new route is
+ * the test enumerates the route list the gateways mount (runtime/routes.ts), so a new route is
  * covered without editing it.
  *
  * - Every admin route that acts on a tenant, called with an API key of tenant B for tenant A
@@ -11,9 +11,9 @@
  *   (A's data carries a canary string that no request ever sends).
  * - Every route that names a user refuses an end-user token of another user (403).
  */
-import { allRoutes } from '../../api/routes';
-import type { RouteSpec } from '../../api/http/route';
-import { schemas } from '../../api/http/validate';
+import { allRoutes } from '../../runtime/routes';
+import type { RouteSpec } from '../../http/route';
+import { schemas } from '../../http/validate';
 import {
   call,
   createKey,

@@ -2,7 +2,7 @@
  * Rate limits through the running gateways: headers on every API response and a 429 past the
  * limit, in both shapes; in the distributed shape two instances share one budget.
  */
-import { signRequest } from '../../api/auth/authenticator';
+import { signRequest } from '../../http/auth/authenticator';
 import {
   call,
   createTenant,

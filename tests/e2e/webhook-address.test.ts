@@ -8,7 +8,7 @@
  */
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { createGateway } from '../../api/http/gateway';
+import { createGateway } from '../../http/gateway';
 import { webhookAdminRoutes } from '../../api/webhooks/admin';
 import type { ResolvedAddress, Resolver } from '../../core/webhooks/address';
 import { mountDeps } from '../../runtime/context';

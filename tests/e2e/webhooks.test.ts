@@ -18,7 +18,7 @@ import { Webhook } from 'standardwebhooks';
 import type { Sql } from '../../adapters/sql/types';
 import { enqueue } from '../../core/outbox';
 import { verifySignature } from '../../core/webhooks/signing';
-import { WebhookSender } from '../../dispatcher/http';
+import { WebhookSender } from '../../core/webhooks/sender';
 import { webhookRetentionJob } from '../../dispatcher/retention';
 import { createLogger } from '../../runtime/logger';
 import {

@@ -1,11 +1,11 @@
 /**
  * The OpenAPI 3.1 document of a gateway, built from its RouteSpecs and the JSON Schemas that
  * validate them and describe their answers (schemas/http/). The page that renders it is
- * api/reference.ts.
+ * http/reference.ts.
  */
-import type { GatewayName } from './http/gateway';
-import type { RouteSpec } from './http/route';
-import { schemas, type SchemaSet } from './http/validate';
+import type { GatewayName } from './gateway';
+import type { RouteSpec } from './route';
+import { schemas, type SchemaSet } from './validate';
 
 const TITLES: Record<GatewayName, string> = {
   ingest: 'Ludus Ingestion Gateway',
@@ -178,7 +178,7 @@ export function buildOpenApi(
     const responses: Record<string, unknown> = {};
     if (status === 204) responses['204'] = { description: 'Done; no body' };
     else {
-      // A route without a response schema is refused by api/openapi.test.ts (not here: it still serves).
+      // A route without a response schema is refused by http/openapi.test.ts (not here: it still serves).
       responses[String(status)] = {
         description: 'Success',
         ...(r.response ? { content: jsonContent(r.response, set, used) } : {}),

@@ -4,10 +4,10 @@
  * can match one URL (but where a reserved tenant id settles it).
  */
 import { buildOpenApi } from './openapi';
-import type { GatewayName } from './http/gateway';
-import { reservedTenantIds } from './http/route';
-import { schemas } from './http/validate';
-import { describeRoutes } from './routes';
+import type { GatewayName } from './gateway';
+import { reservedTenantIds } from './route';
+import { schemas } from './validate';
+import { describeRoutes } from '../runtime/routes';
 
 const routes = describeRoutes();
 const set = schemas();

@@ -9,7 +9,7 @@ import { createRemoteJWKSet, decodeJwt, decodeProtectedHeader, jwtVerify, type J
 import type { Clock } from '../../core/clock';
 import { safeEqual } from '../../core/tenancy/secrets';
 import type { ApiKey, Tenant, TenantSecrets, TenantStore } from '../../core/tenancy/store';
-import { ApiError, errors } from '../http/errors';
+import { ApiError, errors } from '../errors';
 import { FailureGate } from './failures';
 
 export type Principal =
@@ -68,7 +68,7 @@ export class Authenticator {
   private readonly idpCache = new Map<string, { at: number; value: Tenant | null }>();
   /** One key set per JWKS URL: jose caches its keys and refetches at most every 30 s. */
   private readonly jwks = new Map<string, ReturnType<typeof createRemoteJWKSet>>();
-  /** Addresses whose failed-authentication budget is spent (api/http/route.ts). */
+  /** Addresses whose failed-authentication budget is spent (http/route.ts). */
   readonly failures = new FailureGate();
 
   constructor(private readonly opts: AuthenticatorOptions) {}

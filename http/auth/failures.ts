@@ -2,7 +2,7 @@
  * Cheap refusal of an address that keeps failing authentication (docs/authentication.md).
  *
  * Failed credentials are counted against the caller's address by the rate limiter
- * (`<gateway>:anon:<address>`, api/http/route.ts). Once that budget is spent, this process
+ * (`<gateway>:anon:<address>`, http/route.ts). Once that budget is spent, this process
  * remembers the address until the window resets and answers its requests 429 before any
  * credential is looked at: no store lookup, no JWKS fetch, no signature verification and no
  * rate-limiter round trip. Per process and bounded in size; the shared count stays in the limiter.

@@ -36,7 +36,7 @@ export async function readRawBody(ctx: Koa.Context, limit = DEFAULT_BODY_LIMIT):
 /**
  * Parses bytes read by `readRawBody` as JSON: undefined when empty; 400 VALIDATION_ERROR for a
  * Content-Type other than JSON, malformed UTF-8 or malformed JSON. Separate from reading so that a
- * signed request is authenticated over its bytes before its body is judged (api/http/route.ts).
+ * signed request is authenticated over its bytes before its body is judged (http/route.ts).
  */
 export function parseJsonBody(ctx: Koa.Context, raw: Buffer): unknown {
   if (raw.length === 0) return undefined;

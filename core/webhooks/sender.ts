@@ -14,8 +14,8 @@ import http from 'node:http';
 import https from 'node:https';
 import type { LookupFunction } from 'node:net';
 import { performance } from 'node:perf_hooks';
-import { AddressRefused, checkedAddresses, checkUrl, type Resolver } from '../core/webhooks/address';
-import type { AttemptResult } from '../core/webhooks/queue';
+import { AddressRefused, checkedAddresses, checkUrl, type Resolver } from './address';
+import type { AttemptResult } from './queue';
 
 /** The part of a response body kept in the delivery log. */
 export const MAX_RESPONSE_BYTES = 4096;

@@ -1,6 +1,6 @@
 /**
  * Validation of every body and query against the JSON Schemas in schemas/http/ (ajv), with
- * messages that name the field. The same schemas build the OpenAPI document (api/openapi.ts).
+ * messages that name the field. The same schemas build the OpenAPI document (http/openapi.ts).
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -8,7 +8,7 @@ import Ajv, { type ErrorObject, type FuncKeywordDefinition, type ValidateFunctio
 import addFormats from 'ajv-formats';
 import { errors } from './errors';
 
-export const SCHEMA_DIR = join(__dirname, '..', '..', 'schemas', 'http');
+export const SCHEMA_DIR = join(__dirname, '..', 'schemas', 'http');
 
 /**
  * `x-max-bytes`: a string's length in UTF-8 bytes, for identifiers that become keys in a store

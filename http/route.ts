@@ -6,12 +6,12 @@
  */
 import type Koa from 'koa';
 import type Router from '@koa/router';
-import type { RateLimiter } from '../../adapters/ratelimit/types';
-import type { Clock } from '../../core/clock';
-import type { Tenant } from '../../core/tenancy/store';
-import type { RateLimitSpec } from '../../runtime/config';
-import type { Logger } from '../../runtime/logger';
-import { SignedRequestError, signedErrors, type Authenticator, type Principal } from '../auth/authenticator';
+import type { RateLimiter } from '../adapters/ratelimit/types';
+import type { Clock } from '../core/clock';
+import type { Tenant } from '../core/tenancy/store';
+import type { RateLimitSpec } from '../runtime/config';
+import type { Logger } from '../runtime/logger';
+import { SignedRequestError, signedErrors, type Authenticator, type Principal } from './auth/authenticator';
 import { parseJsonBody, readRawBody } from './body';
 import { inputProblem, paramsProblem } from './input';
 import { ApiError, errors } from './errors';
@@ -109,7 +109,7 @@ export function mountRoutes(
   for (const spec of routes.filter((r) => r.gateway === gateway)) {
     const route = async (ctx: Koa.ParameterizedContext<GatewayState>, next: Koa.Next) => {
       const params = (ctx as unknown as { params: Record<string, string> }).params ?? {};
-      // A reserved word in the tenant's place is the other route's literal segment (api/openapi.test.ts).
+      // A reserved word in the tenant's place is the other route's literal segment (http/openapi.test.ts).
       if (params.tenant_id !== undefined && reserved.has(params.tenant_id)) return next();
       const signedAttempt = isSignedAttempt(ctx, spec);
       // A signed request is authenticated over its bytes before its body is judged, so a body

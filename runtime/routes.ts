@@ -5,17 +5,17 @@
 import { LeaderboardQueries } from '../core/leaderboards/queries';
 import { getConfig, rankTiersView } from '../core/rewards/configs';
 import { ingestRoutes } from '../ingest/routes';
-import { closingDeps, type AppContext } from '../runtime/context';
-import { authRoutes } from './auth/routes';
-import type { RouteSpec } from './http/route';
-import { leaderboardAdminRoutes } from './leaderboards/admin';
-import { leaderboardQueryRoutes } from './leaderboards/query';
-import { levelRoutes } from './levels/routes';
-import { operatorRoutes } from './operator/routes';
-import { rewardAdminRoutes, rewardQueryRoutes } from './rewards/admin';
-import { walletAdminRoutes } from './wallet/admin';
-import { walletQueryRoutes } from './wallet/query';
-import { webhookAdminRoutes } from './webhooks/admin';
+import { closingDeps, type AppContext } from './context';
+import { authRoutes } from '../api/auth/routes';
+import type { RouteSpec } from '../http/route';
+import { leaderboardAdminRoutes } from '../api/leaderboards/admin';
+import { leaderboardQueryRoutes } from '../api/leaderboards/query';
+import { levelRoutes } from '../api/levels/routes';
+import { operatorRoutes } from '../api/operator/routes';
+import { rewardAdminRoutes, rewardQueryRoutes } from '../api/rewards/admin';
+import { walletAdminRoutes } from '../api/wallet/admin';
+import { walletQueryRoutes } from '../api/wallet/query';
+import { webhookAdminRoutes } from '../api/webhooks/admin';
 
 export function allRoutes(ctx: AppContext): RouteSpec[] {
   const { services, adapters, clock } = ctx;

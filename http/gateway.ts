@@ -4,10 +4,10 @@ import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import Koa from 'koa';
 import Router from '@koa/router';
-import type { Logger } from '../../runtime/logger';
-import type { Metrics } from '../../runtime/metrics';
-import { buildOpenApi } from '../openapi';
-import { mountReference } from '../reference';
+import type { Logger } from '../runtime/logger';
+import type { Metrics } from '../runtime/metrics';
+import { buildOpenApi } from './openapi';
+import { mountReference } from './reference';
 import { ApiError, errors } from './errors';
 import { mountRoutes, type MountDeps, type RouteSpec } from './route';
 
