@@ -10,29 +10,9 @@ import { buildOpenApi } from './openapi';
 import { mountReference } from './reference';
 import { ApiError, errors } from './errors';
 import { mountRoutes, type MountDeps, type RouteSpec } from './route';
+import type { Gateway, GatewayName, GatewayState, ListenerName, ReadinessCheck } from './types';
 
-export type GatewayName = 'ingest' | 'admin' | 'query';
-/** A gateway, or the operations listener (runtime/ops.ts). */
-export type ListenerName = GatewayName | 'ops';
-
-/** A dependency a gateway needs to serve traffic; /ready answers 503 when one fails. */
-export interface ReadinessCheck {
-  /** Key in the /ready body, e.g. database, message_queue, rank_index. */
-  name: string;
-  check(): Promise<void>;
-}
-
-export interface GatewayState {
-  requestId: string;
-  log: Logger;
-}
-
-export interface Gateway {
-  name: GatewayName;
-  app: Koa<GatewayState>;
-  /** Feature routers mount here. */
-  router: Router<GatewayState>;
-}
+export type { Gateway, GatewayName, GatewayState, ListenerName, ReadinessCheck } from './types';
 
 const READY_TIMEOUT_MS = 2000;
 

@@ -4,7 +4,7 @@
  * can match one URL (but where a reserved tenant id settles it).
  */
 import { buildOpenApi } from './openapi';
-import type { GatewayName } from './gateway';
+import type { GatewayName } from './types';
 import { reservedTenantIds } from './route';
 import { schemas } from './validate';
 import { describeRoutes } from '../runtime/routes';

@@ -3,7 +3,7 @@
  * validate them and describe their answers (schemas/http/). The page that renders it is
  * http/reference.ts.
  */
-import type { GatewayName } from './gateway';
+import type { GatewayName } from './types';
 import type { RouteSpec } from './route';
 import { schemas, type SchemaSet } from './validate';
 

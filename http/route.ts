@@ -15,7 +15,7 @@ import { SignedRequestError, signedErrors, type Authenticator, type Principal } 
 import { parseJsonBody, readRawBody } from './body';
 import { inputProblem, paramsProblem } from './input';
 import { ApiError, errors } from './errors';
-import type { GatewayName, GatewayState } from './gateway';
+import type { GatewayName, GatewayState } from './types';
 import { schemas, validateOrThrow } from './validate';
 
 export type Method = 'GET' | 'POST' | 'PUT' | 'DELETE';

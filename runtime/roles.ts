@@ -1,11 +1,9 @@
+import { buildGateway } from './gateways';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { buildAdminGateway } from '../api/admin';
 import { closeServer, listen, type Gateway, type GatewayName, type ListenerName } from '../http/gateway';
-import { buildQueryGateway } from '../api/query';
 import { attachLiveLeaderboards, LIVE_DEFAULTS } from '../api/leaderboards/live';
 import { LeaderboardQueries } from '../core/leaderboards/queries';
-import { buildIngestGateway } from '../ingest/gateway';
 import { allRoutes } from './routes';
 import { startAnalyticsSink } from '../processors/analytics-sink/sink';
 import { startLedgerExport } from '../processors/analytics-sink/ledger-export';
@@ -39,9 +37,9 @@ export interface RunningRoles {
 export function buildGateways(ctx: AppContext): Record<GatewayName, Gateway> {
   const routes = allRoutes(ctx);
   return {
-    ingest: buildIngestGateway(ctx, routes),
-    admin: buildAdminGateway(ctx, routes),
-    query: buildQueryGateway(ctx, routes),
+    ingest: buildGateway('ingest', ctx, routes),
+    admin: buildGateway('admin', ctx, routes),
+    query: buildGateway('query', ctx, routes),
   };
 }
 
