@@ -7,7 +7,7 @@
 import type { Sql } from '../adapters/sql/types';
 import { purgeBefore } from '../core/webhooks/queue';
 import type { Logger } from '../runtime/logger';
-import type { ScheduledJob } from '../scheduler/scheduler';
+import type { ScheduledJob } from '../core/jobs';
 
 export function webhookRetentionJob(
   deps: { sql: Sql; log: Logger },

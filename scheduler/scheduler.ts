@@ -5,12 +5,9 @@ import type { Logger } from '../runtime/logger';
 import type { Metrics } from '../runtime/metrics';
 import { backoffDelay, JOB_BACKOFF, type BackoffPolicy } from './backoff';
 
-/** A periodic job. It must be idempotent and crash-safe: a tick may stop anywhere and run again. */
-export interface ScheduledJob {
-  name: string;
-  /** Runs its own transactions; `now` is the tick's clock reading. */
-  run(now: number): Promise<void>;
-}
+import type { ScheduledJob } from '../core/jobs';
+
+export type { ScheduledJob } from '../core/jobs';
 
 /**
  * The scheduler role: one active instance at a time across every process sharing the SQL store.

@@ -5,8 +5,14 @@
  */
 import type { Queryable } from '../../adapters/sql/types';
 import { listDeadLetters, type DeadLetterFilter } from '../../processors/dead-letters';
-import { TenancyError, type Tenant, type TenantSecrets, type TenantStatus } from '../../core/tenancy/store';
-import type { Services } from '../../runtime/services';
+import {
+  TenancyError,
+  type Tenant,
+  type TenantSecrets,
+  type TenantStatus,
+  type TenantStore,
+} from '../../core/tenancy/store';
+import type { Authenticator } from '../../http/auth/authenticator';
 import { validateTimeframe } from '../../core/windows';
 import { errors } from '../../http/errors';
 import type { RouteSpec } from '../../http/route';
@@ -29,7 +35,13 @@ export function presentTenant(t: Tenant) {
   };
 }
 
-export function operatorRoutes(svc: Services, deps: { sql: Queryable }): RouteSpec[] {
+/** What the operator routes use: the tenant store, and the authenticator's cache to drop a changed tenant. */
+export interface OperatorDeps {
+  tenants: TenantStore;
+  auth: Pick<Authenticator, 'invalidate'>;
+}
+
+export function operatorRoutes(svc: OperatorDeps, deps: { sql: Queryable }): RouteSpec[] {
   const mustFind = <T>(v: T | null, what: string): T => {
     if (v === null) throw errors.notFound(`${what} not found`);
     return v;
