@@ -15,11 +15,10 @@ import { WalletError } from '../../core/wallet/wallet';
 import { EVENTS_TOPIC } from '../../schemas/topics';
 import {
   call,
-  createKey,
-  createTenant,
   SHAPES,
   startTestApp,
-  tenantToken,
+  tenantWithCredentials,
+  type TenantInfo,
   type TestApp,
 } from '../support/app';
 import { waitFor } from '../support/wait';
@@ -30,7 +29,7 @@ const DAY = '2026-11-20';
 describe.each(SHAPES)('conformance [%s]', (shape) => {
   let app: TestApp;
   let clock: ManualClock;
-  let tenant: Awaited<ReturnType<typeof createTenant>>;
+  let tenant: TenantInfo;
   let key: string;
   let token: string;
   let seq = 0;
@@ -41,9 +40,7 @@ describe.each(SHAPES)('conformance [%s]', (shape) => {
       clock,
       env: { LUDUS_RATE_LIMIT_ADMIN: 'off', LUDUS_RATE_LIMIT_INGEST: 'off' },
     });
-    tenant = await createTenant(app);
-    key = (await createKey(app, [tenant.id])).key;
-    token = await tenantToken(tenant);
+    ({ tenant, key, token } = await tenantWithCredentials(app));
     for (const [id, spendable] of [
       ['coins', true],
       ['xp', false],

@@ -14,11 +14,10 @@ import { allRoutes } from '../../runtime/routes';
 import { EVENTS_TOPIC } from '../../schemas/topics';
 import {
   call,
-  createKey,
   createTenant,
   SHAPES,
   startTestApp,
-  tenantToken,
+  tenantWithCredentials,
   type TestApp,
 } from '../support/app';
 import { waitFor } from '../support/wait';
@@ -46,9 +45,7 @@ describe.each(SHAPES)('hostile input [%s]', (shape) => {
       env: { LUDUS_RATE_LIMIT_ADMIN: 'off', LUDUS_RATE_LIMIT_QUERY: 'off', LUDUS_RATE_LIMIT_INGEST: 'off' },
     });
     routes = allRoutes(app.ctx);
-    tenant = await createTenant(app);
-    key = (await createKey(app, [tenant.id])).key;
-    token = await tenantToken(tenant);
+    ({ tenant, key, token } = await tenantWithCredentials(app));
     const admin = async (path: string, body: unknown) => {
       const r = await call('POST', adminUrl(path), { headers: { 'x-api-key': key }, body });
       expect([path, r.status]).toEqual([path, 201]);

@@ -23,11 +23,10 @@ import { PIPELINE_GROUP } from '../../processors/pipeline/pipeline';
 import { EVENTS_TOPIC, type EventRecord } from '../../schemas/topics';
 import {
   call,
-  createKey,
-  createTenant,
   SHAPES,
   startTestApp,
-  tenantToken,
+  tenantWithCredentials,
+  type TenantInfo,
   type TestApp,
 } from '../support/app';
 import { childEnv } from '../support/process';
@@ -43,7 +42,7 @@ describe.each(SHAPES)('poison records and rows [%s]', (shape) => {
   let stopped = false;
   let dataDir: string;
   let clock: ManualClock;
-  let tenant: Awaited<ReturnType<typeof createTenant>>;
+  let tenant: TenantInfo;
   let key: string;
   let token: string;
   let seq = 0;
@@ -56,9 +55,7 @@ describe.each(SHAPES)('poison records and rows [%s]', (shape) => {
       roles: 'all',
       env: { LUDUS_SCHEDULER_INTERVAL_MS: '100', LUDUS_DATA_DIR: dataDir },
     });
-    tenant = await createTenant(app);
-    key = (await createKey(app, [tenant.id])).key;
-    token = await tenantToken(tenant);
+    ({ tenant, key, token } = await tenantWithCredentials(app));
   });
   afterAll(async () => {
     if (!stopped) await app.stop();

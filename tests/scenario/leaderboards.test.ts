@@ -5,11 +5,10 @@
 import { ManualClock } from '../../core/clock';
 import {
   call,
-  createKey,
-  createTenant,
   SHAPES,
   startTestApp,
-  tenantToken,
+  tenantWithCredentials,
+  type TenantInfo,
   userToken,
   type TestApp,
 } from '../support/app';
@@ -21,7 +20,7 @@ const T0 = Date.parse('2026-11-20T10:00:00Z');
 describe.each(SHAPES)('leaderboards [%s]', (shape) => {
   let app: TestApp;
   let clock: ManualClock;
-  let tenant: Awaited<ReturnType<typeof createTenant>>;
+  let tenant: TenantInfo;
   let key: string;
   let token: string;
   let seq = 0;
@@ -29,9 +28,7 @@ describe.each(SHAPES)('leaderboards [%s]', (shape) => {
   beforeAll(async () => {
     clock = new ManualClock(T0);
     app = await startTestApp(shape, { clock, roles: 'all', env: { LUDUS_SCHEDULER_INTERVAL_MS: '100' } });
-    tenant = await createTenant(app);
-    key = (await createKey(app, [tenant.id])).key;
-    token = await tenantToken(tenant);
+    ({ tenant, key, token } = await tenantWithCredentials(app));
   });
   afterAll(() => app.stop());
 

@@ -10,7 +10,8 @@ import {
   createTenant,
   SHAPES,
   startTestApp,
-  tenantToken,
+  tenantWithCredentials,
+  type TenantInfo,
   userToken,
   type TestApp,
 } from '../support/app';
@@ -21,7 +22,7 @@ const T0 = Date.parse('2026-11-20T10:00:00Z');
 describe.each(SHAPES)('wallet and rewards [%s]', (shape) => {
   let app: TestApp;
   let clock: ManualClock;
-  let tenant: Awaited<ReturnType<typeof createTenant>>;
+  let tenant: TenantInfo;
   let key: string;
   let token: string;
   let seq = 0;
@@ -33,9 +34,7 @@ describe.each(SHAPES)('wallet and rewards [%s]', (shape) => {
       roles: 'all',
       env: { LUDUS_SCHEDULER_INTERVAL_MS: '100', LUDUS_RATE_LIMIT_ADMIN: 'off' },
     });
-    tenant = await createTenant(app);
-    key = (await createKey(app, [tenant.id])).key;
-    token = await tenantToken(tenant);
+    ({ tenant, key, token } = await tenantWithCredentials(app));
     for (const [id, spendable] of [
       ['coins', true],
       ['xp', false],

@@ -138,6 +138,17 @@ export async function createTenant(app: TestApp, name = uniqueName('tenant')) {
   return r.body as { id: string; name: string; jwt_secret: string; hmac_secret: string };
 }
 
+export type TenantInfo = Awaited<ReturnType<typeof createTenant>>;
+
+/** A new tenant with an API key for it (every scope) and a tenant token: most suites start so. */
+export async function tenantWithCredentials(
+  app: TestApp,
+): Promise<{ tenant: TenantInfo; key: string; token: string }> {
+  const tenant = await createTenant(app);
+  const key = (await createKey(app, [tenant.id])).key;
+  return { tenant, key, token: await tenantToken(tenant) };
+}
+
 /** Creates an API key through the operator route. */
 export async function createKey(app: TestApp, tenant_ids: string[], scopes: string[] = ['*']) {
   const r = await call('POST', `${app.url.admin}/v1/api-keys`, {
