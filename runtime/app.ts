@@ -3,6 +3,7 @@
  * line and the end-to-end tests both start here.
  */
 import { systemClock, type Clock } from '../core/clock';
+import { systemRandom, type Random } from '../core/random';
 import { closeAdapters, openAdapters } from './compose';
 import type { Config } from './config';
 import type { AppContext } from './context';
@@ -21,14 +22,28 @@ export interface OpenedApp {
   close(): Promise<void>;
 }
 
-export async function openApp(config: Config, log: Logger, clock: Clock = systemClock): Promise<OpenedApp> {
+export async function openApp(
+  config: Config,
+  log: Logger,
+  clock: Clock = systemClock,
+  random: Random = systemRandom,
+): Promise<OpenedApp> {
   // Keys first: a missing key must fail before any connection is made.
   const keys = localSecrets(config.dataDir, config, config.shape === 'embedded');
   const adapters = await openAdapters(config, log);
   try {
     const rateLimiter = await openRateLimiter(config);
-    const services = buildServices(config, adapters, clock, keys, rateLimiter);
-    const ctx: AppContext = { config, log, metrics: new Metrics(), clock, adapters, services, version };
+    const services = buildServices(config, adapters, clock, keys, rateLimiter, random);
+    const ctx: AppContext = {
+      config,
+      log,
+      metrics: new Metrics(),
+      clock,
+      random,
+      adapters,
+      services,
+      version,
+    };
     return {
       ctx,
       rootKeyCreated: keys.rootKeyCreated,

@@ -2,6 +2,7 @@ import type { MountDeps } from '../http/route';
 import type { ClosingDeps } from '../core/leaderboards/closing';
 import { payoutHook } from '../core/leaderboards/payout';
 import type { Clock } from '../core/clock';
+import type { Random } from '../core/random';
 import type { Adapters } from './compose';
 import type { Config } from './config';
 import type { Logger } from './logger';
@@ -14,6 +15,8 @@ export interface AppContext {
   log: Logger;
   metrics: Metrics;
   clock: Clock;
+  /** The random source beside the clock (core/random.ts): ids now, wheel spins later. */
+  random: Random;
   adapters: Adapters;
   services: Services;
   /** The product version (package.json), shown in OpenAPI documents. */

@@ -5,6 +5,7 @@
 import type { RateLimiter } from '../adapters/ratelimit/types';
 import { Authenticator } from '../http/auth/authenticator';
 import type { Clock } from '../core/clock';
+import type { Random } from '../core/random';
 import { LeaderboardCache } from '../core/leaderboards/cache';
 import { SecretBox } from '../core/tenancy/secrets';
 import { TenantStore } from '../core/tenancy/store';
@@ -53,6 +54,7 @@ export function buildServices(
   clock: Clock,
   keys: { secretKey: Buffer; rootKey: string | null },
   rateLimiter: RateLimiter,
+  random: Random,
 ): Services {
   const box = new SecretBox(keys.secretKey);
   const tenants = new TenantStore(adapters.sql, box, clock);
@@ -64,8 +66,8 @@ export function buildServices(
     tenantCacheMs: config.tenantCacheMs,
     replay: rateLimiter,
   });
-  const wallet = new Wallet();
-  const granter = new Granter(wallet);
+  const wallet = new Wallet(random);
+  const granter = new Granter(wallet, random);
   wallet.onLifetimeChange(tierHook);
   wallet.onLifetimeChange(levelHook(granter));
   const webhooks = new WebhookStore(adapters.sql, box, clock);

@@ -8,8 +8,8 @@
  * - physical_item, custom and any other type are recorded for fulfilment.
  * Every grant has a row in reward_grants, readable per user.
  */
-import { randomUUID } from 'node:crypto';
 import type { Queryable } from '../../adapters/sql/types';
+import { systemRandom, type Random } from '../random';
 import { WalletError, type Wallet } from '../wallet/wallet';
 import type { RewardItem } from './items';
 
@@ -48,7 +48,11 @@ interface GrantRow {
 }
 
 export class Granter {
-  constructor(private readonly wallet: Wallet) {}
+  /** `random` draws the grant row ids. */
+  constructor(
+    private readonly wallet: Wallet,
+    private readonly random: Random = systemRandom,
+  ) {}
 
   async grant(q: Queryable, g: GrantRequest): Promise<Granted[]> {
     const out: Granted[] = [];
@@ -91,7 +95,7 @@ export class Granter {
         `INSERT INTO reward_grants (id, tenant_id, grant_key, user_id, item_id, reward_type, payload, status, source_type, source_ref, transaction_id, created_at)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
         [
-          randomUUID(),
+          this.random.uuid(),
           g.tenant_id,
           key,
           g.user_id,

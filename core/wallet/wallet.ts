@@ -4,9 +4,10 @@
  * the outbox event (currency.earned / currency.spent). The balance row is locked first, so
  * concurrent spends serialise and never overdraw. An idempotency key returns the first result.
  */
-import { createHash, randomUUID } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import type { Queryable } from '../../adapters/sql/types';
 import { enqueueMany } from '../outbox';
+import { systemRandom, type Random } from '../random';
 
 export type WalletErrorCode =
   | 'insufficient_balance'
@@ -124,6 +125,9 @@ const KEY_LOCK_CLASS = 0x4c44574b;
 
 export class Wallet {
   private readonly hooks: LifetimeHook[] = [];
+
+  /** `random` draws the ledger row ids. */
+  constructor(private readonly random: Random = systemRandom) {}
 
   onLifetimeChange(hook: LifetimeHook): void {
     this.hooks.push(hook);
@@ -245,7 +249,7 @@ export class Wallet {
       b.lifetime = lifetimeAfter;
       b.changed = true;
       const row = {
-        id: randomUUID(),
+        id: this.random.uuid(),
         user_id: m.user_id,
         currency_id: m.currency_id,
         amount: m.sign * m.amount,
