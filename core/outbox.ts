@@ -16,8 +16,14 @@
  * The payload IS the delivered body. Its envelope (`event_type`, `tenant_id`, and `timestamp`, the
  * ISO time of `created_at`) is filled in when absent; a payload that names another event type or
  * tenant than the event is a programming error and throws. Payload shapes: core/webhooks/events.ts.
+ *
+ * Webhooks follow facts: the outbox is one subscriber of the fact bus (core/facts.ts),
+ * `outboxReactions` below, registered first, which turns each fact that has a webhook into its
+ * event, in the fact's transaction. A feature whose change has a webhook emits the fact and adds
+ * its rendering here; `enqueue` itself stays for events that are no fact of a feature (tests).
  */
 import type { Queryable } from '../adapters/sql/types';
+import type { Reactions, WalletMoved } from './facts';
 
 export interface OutboxEvent {
   tenant_id: string;
@@ -65,3 +71,93 @@ export function withEnvelope(e: OutboxEvent): Record<string, unknown> {
     ...p,
   };
 }
+
+const iso = (ms: number) => new Date(ms).toISOString();
+
+/** currency.earned / currency.spent of a wallet movement (docs/webhooks.md). */
+function currencyEvent(eventType: 'currency.earned' | 'currency.spent', f: WalletMoved): OutboxEvent {
+  return {
+    tenant_id: f.tenant_id,
+    event_type: eventType,
+    dedupe_key: `${eventType}:${f.transaction_id}`,
+    created_at: f.now,
+    payload: {
+      event_type: eventType,
+      tenant_id: f.tenant_id,
+      timestamp: iso(f.now),
+      user_id: f.user_id,
+      data: {
+        currency_id: f.currency_id,
+        amount: f.amount,
+        new_balance: f.balance_after,
+        source_type: f.source_type,
+        transaction_id: f.transaction_id,
+      },
+    },
+  };
+}
+
+/**
+ * The outbox's subscriptions: every fact with a webhook becomes its outbox event, one statement
+ * per batch, in the facts' order.
+ */
+export const outboxReactions: Reactions = {
+  feature: 'outbox',
+  on: {
+    'wallet.credited': async (q, facts) => {
+      await enqueueMany(
+        q,
+        facts.map((f) => currencyEvent('currency.earned', f)),
+      );
+    },
+    'wallet.debited': async (q, facts) => {
+      await enqueueMany(
+        q,
+        facts.map((f) => currencyEvent('currency.spent', f)),
+      );
+    },
+    'tier.changed': async (q, facts) => {
+      await enqueueMany(
+        q,
+        facts.map((f) => ({
+          tenant_id: f.tenant_id,
+          event_type: 'tier.changed',
+          dedupe_key: `tier.changed:${f.user_id}:${f.currency_id}:${f.previous_tier_id ?? '-'}:${f.new_tier?.tier_id ?? '-'}:${f.lifetime_points}`,
+          created_at: f.now,
+          payload: {
+            event_type: 'tier.changed',
+            tenant_id: f.tenant_id,
+            timestamp: iso(f.now),
+            user_id: f.user_id,
+            data: {
+              currency_id: f.currency_id,
+              previous_tier: f.previous_tier,
+              new_tier: f.new_tier,
+              lifetime_points: f.lifetime_points,
+            },
+          },
+        })),
+      );
+    },
+    'leaderboard.window_completed': async (q, facts) => {
+      await enqueueMany(
+        q,
+        facts.map((f) => ({
+          tenant_id: f.tenant_id,
+          event_type: 'leaderboard.window_completed',
+          dedupe_key: `leaderboard.window_completed:${f.leaderboard_id}:${f.window_key}`,
+          created_at: f.now,
+          payload: {
+            event_type: 'leaderboard.window_completed',
+            tenant_id: f.tenant_id,
+            timestamp: iso(f.now),
+            leaderboard_id: f.leaderboard_id,
+            window_key: f.window_key,
+            completed_at: iso(f.now),
+            reward_distribution: f.reward_distribution,
+          },
+        })),
+      );
+    },
+  },
+};

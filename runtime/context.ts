@@ -1,6 +1,5 @@
 import type { MountDeps } from '../http/route';
 import type { ClosingDeps } from '../core/leaderboards/closing';
-import { payoutHook } from '../core/leaderboards/payout';
 import type { Clock } from '../core/clock';
 import type { Random } from '../core/random';
 import type { Adapters } from './compose';
@@ -33,11 +32,11 @@ export function mountDeps(ctx: AppContext, gateway: 'ingest' | 'admin' | 'query'
   };
 }
 
-/** What closing a leaderboard window needs: stores and the reward payout. */
+/** What closing a leaderboard window needs: stores and the fact bus (the reward payout reacts). */
 export function closingDeps(ctx: AppContext): ClosingDeps {
   return {
     ...ctx.adapters,
-    payout: payoutHook(ctx.services.granter),
+    facts: ctx.services.facts,
     cache: ctx.services.leaderboards,
     log: ctx.log,
     metrics: ctx.metrics,

@@ -9,9 +9,12 @@ import type { Random } from '../core/random';
 import { LeaderboardCache } from '../core/leaderboards/cache';
 import { SecretBox } from '../core/tenancy/secrets';
 import { TenantStore } from '../core/tenancy/store';
-import { levelHook } from '../core/levels/levels';
+import { FactBus } from '../core/facts';
+import { payoutReactions } from '../core/leaderboards/payout';
+import { levelReactions } from '../core/levels/levels';
+import { outboxReactions } from '../core/outbox';
 import { Granter } from '../core/rewards/grant';
-import { tierHook } from '../core/wallet/tiers';
+import { tierReactions } from '../core/wallet/tiers';
 import { Wallet } from '../core/wallet/wallet';
 import { WebhookStore } from '../core/webhooks/store';
 import { closeQuietly, connect, redact, type Adapters } from './compose';
@@ -21,7 +24,12 @@ export interface Services {
   tenants: TenantStore;
   auth: Authenticator;
   rateLimiter: RateLimiter;
-  /** Balances and the ledger; tiers and levels follow its credits. */
+  /**
+   * The fact bus (core/facts.ts): every feature's reactions, registered once here, in the order
+   * they run.
+   */
+  facts: FactBus;
+  /** Balances and the ledger; its facts move tiers and levels and fill the outbox. */
   wallet: Wallet;
   /** The one reward-granting service. */
   granter: Granter;
@@ -66,11 +74,18 @@ export function buildServices(
     tenantCacheMs: config.tenantCacheMs,
     replay: rateLimiter,
   });
-  const wallet = new Wallet(random);
+  const facts = new FactBus();
+  const wallet = new Wallet(facts, random);
   const granter = new Granter(wallet, random);
-  wallet.onLifetimeChange(tierHook);
-  wallet.onLifetimeChange(levelHook(granter));
+  // Subscribers of one fact run in this order. The outbox goes first: a fact's webhook is
+  // enqueued before those of the reactions it causes (the outbox order is the delivery order).
+  facts.register(
+    outboxReactions,
+    tierReactions(facts),
+    levelReactions(facts, granter),
+    payoutReactions(granter),
+  );
   const webhooks = new WebhookStore(adapters.sql, box, clock);
   const leaderboards = new LeaderboardCache({ clock, ttlMs: config.tenantCacheMs });
-  return { tenants, auth, rateLimiter, wallet, granter, webhooks, leaderboards };
+  return { tenants, auth, rateLimiter, facts, wallet, granter, webhooks, leaderboards };
 }

@@ -8,7 +8,7 @@ import { SqlAnalytics } from '../adapters/analytics/sql';
 import { MemoryRankIndex } from '../adapters/ranks/memory';
 import type { Sql } from '../adapters/sql/types';
 import { ManualClock } from '../core/clock';
-import type { PayoutHook } from '../core/leaderboards/closing';
+import { FactBus } from '../core/facts';
 import { createBoard, ensureWindows, getWindow, upsertScores } from '../core/leaderboards/store';
 import { createLogger } from '../runtime/logger';
 import { Metrics } from '../runtime/metrics';
@@ -58,15 +58,19 @@ describe('scheduler [PGlite]', () => {
     // Board b's reward payout is broken (a bad reward configuration, say) until it is fixed.
     let broken = true;
     const attempts: string[] = [];
-    const payout: PayoutHook = async (_q, board) => {
-      attempts.push(board.leaderboard_id);
-      if (broken && board.leaderboard_id === 'b') throw new Error('reward config broken');
-      return [];
-    };
+    const facts = new FactBus().register({
+      feature: 'payout',
+      on: {
+        'leaderboard.rank_finalized': async (_q, [rank]) => {
+          attempts.push(rank!.leaderboard_id);
+          if (broken && rank!.leaderboard_id === 'b') throw new Error('reward config broken');
+        },
+      },
+    });
     const metrics = new Metrics(false);
     let time = 1_000_000;
     const job = closeWindowsJob(
-      { sql, analytics: new SqlAnalytics(sql), ranks: new MemoryRankIndex(), payout, log, metrics },
+      { sql, analytics: new SqlAnalytics(sql), ranks: new MemoryRankIndex(), facts, log, metrics },
       100,
       () => time,
     );

@@ -1,8 +1,10 @@
 /**
- * Closing a leaderboard window: the standings become final, the top `ranking.size` (default 1000)
- * are snapshotted to the analytics store, `leaderboard.window_completed` is enqueued in the outbox,
- * and rewards are paid (a hook for the rewards feature). The scheduler closes windows whose grace
- * period has passed; an operator can close one at once. Both run `closeWindow`.
+ * Closing a leaderboard window: the standings become final and are emitted as
+ * `leaderboard.rank_finalized` facts (core/facts.ts; the payout, core/leaderboards/payout.ts,
+ * reacts by paying the board's rewards and replies with what it paid), then
+ * `leaderboard.window_completed` is emitted with that distribution (its webhook follows), and the
+ * top `ranking.size` (default 1000) are snapshotted to the analytics store. The scheduler closes
+ * windows whose grace period has passed; an operator can close one at once. Both run `closeWindow`.
  *
  * Exactly once: the close is one SQL transaction that locks the window row and moves it from open
  * to closed; a second closer waits on the lock, then finds it closed and does nothing. The snapshot
@@ -17,7 +19,7 @@ import { checkSnapshotEntry } from '../../adapters/analytics/rows';
 import type { Analytics, SnapshotEntry } from '../../adapters/analytics/types';
 import type { RankIndex } from '../../adapters/ranks/types';
 import type { Queryable, Sql } from '../../adapters/sql/types';
-import { enqueue } from '../outbox';
+import type { FactBus, PayoutReport } from '../facts';
 import type { Logger } from '../../runtime/logger';
 import type { Metrics } from '../../runtime/metrics';
 import { reportRefused, splitRefused } from '../../processors/refused';
@@ -42,32 +44,12 @@ export interface Standing {
   score: number;
 }
 
-/**
- * What a payout did: the distribution sent with `leaderboard.window_completed`, and why it could
- * not pay in full (its reward config or items are missing, a grant failed), or null.
- */
-export interface PayoutOutcome {
-  distribution: unknown[];
-  error: string | null;
-}
-
-/**
- * Called inside the closing transaction with the final standings (reward payout). It answers its
- * outcome, or just the distribution when it has no error to report.
- */
-export type PayoutHook = (
-  q: Queryable,
-  board: Leaderboard,
-  window: WindowKey,
-  standings: Standing[],
-  now: number,
-) => Promise<unknown[] | PayoutOutcome>;
-
 export interface ClosingDeps {
   sql: Sql;
   analytics: Analytics;
   ranks: RankIndex;
-  payout?: PayoutHook;
+  /** Carries the close's facts (final ranks, window completed) to their subscribers. */
+  facts: FactBus;
   /** The query routes' cache of this process: a close forgets the window's open row at once. */
   cache?: LeaderboardCache;
   /** Where a failed export and skipped snapshot rows are reported. */
@@ -120,27 +102,35 @@ export async function closeWindow(deps: ClosingDeps, k: WindowKey, now: number):
     await markClosed(q, k, now, entries);
     if (!board || entries === 0) return 'closed';
     const final = await finalStandings(q, board, k);
-    const paid = deps.payout ? await deps.payout(q, board, k, final, now) : [];
-    const { distribution, error } = Array.isArray(paid) ? { distribution: paid, error: null } : paid;
+    const { distribution, error } = mergeReports(
+      await deps.facts.emit(
+        q,
+        'leaderboard.rank_finalized',
+        final.map((s) => ({
+          tenant_id: k.tenant_id,
+          leaderboard_id: k.leaderboard_id,
+          window_key: k.window_key,
+          reward_config_id: board.reward_config_id,
+          user_id: s.user_id,
+          rank: s.rank,
+          score: s.score,
+          now,
+        })),
+      ),
+    );
     if (error) {
       payoutError = error;
       await markPayoutError(q, k, error);
     }
-    await enqueue(q, {
-      tenant_id: k.tenant_id,
-      event_type: 'leaderboard.window_completed',
-      dedupe_key: `leaderboard.window_completed:${k.leaderboard_id}:${k.window_key}`,
-      payload: {
-        event_type: 'leaderboard.window_completed',
+    await deps.facts.emit(q, 'leaderboard.window_completed', [
+      {
         tenant_id: k.tenant_id,
-        timestamp: new Date(now).toISOString(),
         leaderboard_id: k.leaderboard_id,
         window_key: k.window_key,
-        completed_at: new Date(now).toISOString(),
         reward_distribution: distribution,
+        now,
       },
-      created_at: now,
-    });
+    ]);
     return 'closed';
   });
   if (result === 'closed') {
@@ -168,6 +158,15 @@ export async function closeWindow(deps: ClosingDeps, k: WindowKey, now: number):
     await deps.ranks.dropBoard(`${k.tenant_id}:${k.leaderboard_id}:${k.window_key}`).catch(() => undefined);
   }
   return result;
+}
+
+/** Payout replies as one: distributions in order, errors joined. */
+export function mergeReports(reports: PayoutReport[]): PayoutReport {
+  const errors = reports.map((r) => r.error).filter((e): e is string => e !== null);
+  return {
+    distribution: reports.flatMap((r) => r.distribution),
+    error: errors.length ? errors.join('; ') : null,
+  };
 }
 
 /** Copies a closed window's final standings to the analytics store (idempotent), then marks it exported. */

@@ -1,15 +1,16 @@
 /**
  * Level systems (SPEC.md "Level system"): thresholds on the lifetime earnings of a currency
- * (normally xp). Level 1 needs 0. Reaching a level records it (user_levels) and grants the items
- * of the system's reward config whose milestone (or threshold range) on metric `level` matches.
+ * (normally xp). Level 1 needs 0. Levels react to `wallet.credited`: reaching a level records it
+ * (user_levels) and emits `level.reached`, to which levels react too by granting the items of the
+ * system's reward config whose milestone (or threshold range) on metric `level` matches.
  */
 import { randomUUID } from 'node:crypto';
 import type { Queryable } from '../../adapters/sql/types';
+import type { FactBus, LevelReached, Reactions, WalletMoved } from '../facts';
 import { getConfig, itemsForMetric } from '../rewards/configs';
 import type { Granter } from '../rewards/grant';
 import { getItems } from '../rewards/items';
 import { byTenantCurrency } from '../wallet/tiers';
-import type { LifetimeChange, LifetimeHook } from '../wallet/wallet';
 
 export interface LevelDef {
   level: number;
@@ -169,22 +170,33 @@ async function achieved(q: Queryable, s: LevelSystem, userId: string): Promise<M
   return new Map(r.rows.map((x) => [x.level, Number(x.achieved_at)]));
 }
 
-/** Wallet hook: records newly reached levels and grants their rewards, once each. */
-export function levelHook(granter: Granter): LifetimeHook {
-  return async (q, changes) => {
-    for (const group of byTenantCurrency(changes)) {
-      const r = await q.query<Row>('SELECT * FROM level_systems WHERE tenant_id = $1 AND currency_id = $2', [
-        group[0]!.tenant_id,
-        group[0]!.currency_id,
-      ]);
-      const systems = r.rows.map(toSystem);
-      if (systems.length) for (const c of group) await reachLevels(q, granter, systems, c);
-    }
+/**
+ * What levels listen to: a credit records the levels its lifetime amount reached in every system
+ * on that currency and emits them as `level.reached` (per credit and system, lowest first, right
+ * away, so a reward that credits more of the currency is counted before the next credit); a
+ * reached level grants its rewards, once each (the grant key names system, user and level).
+ */
+export function levelReactions(facts: FactBus, granter: Granter): Reactions {
+  return {
+    feature: 'levels',
+    on: {
+      'wallet.credited': async (q, credits) => {
+        for (const group of byTenantCurrency(credits)) {
+          const r = await q.query<Row>(
+            'SELECT * FROM level_systems WHERE tenant_id = $1 AND currency_id = $2',
+            [group[0]!.tenant_id, group[0]!.currency_id],
+          );
+          const systems = r.rows.map(toSystem);
+          if (systems.length) for (const c of group) await reachLevels(q, facts, systems, c);
+        }
+      },
+      'level.reached': (q, reached) => grantLevelRewards(q, granter, reached),
+    },
   };
 }
 
-/** Records the levels a lifetime amount reached and grants their rewards, once each. */
-async function reachLevels(q: Queryable, granter: Granter, systems: LevelSystem[], c: LifetimeChange) {
+/** Records the levels a lifetime amount reached and emits the new ones. */
+async function reachLevels(q: Queryable, facts: FactBus, systems: LevelSystem[], c: WalletMoved) {
   for (const s of systems) {
     const reached = s.levels.filter((l) => l.xp_required <= c.lifetime_earned);
     const fresh = await q.query<{ level: number }>(
@@ -192,23 +204,43 @@ async function reachLevels(q: Queryable, granter: Granter, systems: LevelSystem[
          SELECT $1, $2, $3, unnest($4::int[]), $5 ON CONFLICT DO NOTHING RETURNING level`,
       [c.tenant_id, s.level_system_id, c.user_id, reached.map((l) => l.level), c.now],
     );
-    if (!s.reward_config_id || fresh.rowCount === 0) continue;
-    const config = await getConfig(q, c.tenant_id, s.reward_config_id);
+    await facts.emit(
+      q,
+      'level.reached',
+      fresh.rows
+        .map((x) => x.level)
+        .sort((a, b) => a - b)
+        .map((level) => ({
+          tenant_id: c.tenant_id,
+          user_id: c.user_id,
+          level_system_id: s.level_system_id,
+          currency_id: s.currency_id,
+          level,
+          reward_config_id: s.reward_config_id,
+          now: c.now,
+        })),
+    );
+  }
+}
+
+/** Grants each reached level's rewards (items of its reward config on metric `level`). */
+async function grantLevelRewards(q: Queryable, granter: Granter, reached: readonly LevelReached[]) {
+  for (const l of reached) {
+    if (!l.reward_config_id) continue;
+    const config = await getConfig(q, l.tenant_id, l.reward_config_id);
     if (!config) continue;
-    for (const { level } of fresh.rows.sort((a, b) => a.level - b.level)) {
-      const ids = itemsForMetric(config, 'level', level);
-      if (ids.length === 0) continue;
-      const items = await getItems(q, c.tenant_id, ids);
-      await granter.grant(q, {
-        tenant_id: c.tenant_id,
-        user_id: c.user_id,
-        items: ids.map((id) => items.get(id)).filter((x) => x !== undefined),
-        source_type: 'level_up',
-        source_ref: `${s.level_system_id}:${level}`,
-        grant_key: `level:${s.level_system_id}:${c.user_id}:${level}`,
-        now: c.now,
-      });
-    }
+    const ids = itemsForMetric(config, 'level', l.level);
+    if (ids.length === 0) continue;
+    const items = await getItems(q, l.tenant_id, ids);
+    await granter.grant(q, {
+      tenant_id: l.tenant_id,
+      user_id: l.user_id,
+      items: ids.map((id) => items.get(id)).filter((x) => x !== undefined),
+      source_type: 'level_up',
+      source_ref: `${l.level_system_id}:${l.level}`,
+      grant_key: `level:${l.level_system_id}:${l.user_id}:${l.level}`,
+      now: l.now,
+    });
   }
 }
 

@@ -1,10 +1,10 @@
 /**
  * Loyalty tiers on the lifetime earnings of a currency. A user's tier is the highest tier whose
- * min_lifetime_points they reached; when it changes, `tier.changed` is enqueued (docs/webhooks.md).
+ * min_lifetime_points they reached. Tiers react to `wallet.credited` (`tierReactions`); when a
+ * user's tier changes they emit `tier.changed`, whose webhook the outbox enqueues (docs/webhooks.md).
  */
 import type { Queryable } from '../../adapters/sql/types';
-import { enqueue } from '../outbox';
-import type { LifetimeChange, LifetimeHook } from './wallet';
+import type { FactBus, Reactions, TierChanged, WalletMoved } from '../facts';
 
 export interface Tier {
   tier_id: string;
@@ -54,57 +54,67 @@ export function tierFor(tiers: Tier[], lifetime: number): Tier | null {
 const brief = (t: Tier | null) =>
   t ? { tier_id: t.tier_id, tier_name: t.tier_name, tier_level: t.tier_level } : null;
 
-/** Wallet hook: moves each user's tier and enqueues tier.changed when it changed. */
-export const tierHook: LifetimeHook = async (q, changes) => {
-  for (const group of byTenantCurrency(changes)) {
-    const tiers = await tiersOf(q, group[0]!.tenant_id, group[0]!.currency_id);
-    if (tiers.length === 0) continue;
-    for (const c of group) await moveTier(q, tiers, c);
-  }
-};
+/**
+ * What tiers listen to: each credit moves its user's tier of the currency (tiers read once per
+ * tenant and currency of the batch), and every move is emitted as `tier.changed`, in order.
+ */
+export function tierReactions(facts: FactBus): Reactions {
+  return {
+    feature: 'tiers',
+    on: {
+      'wallet.credited': async (q, credits) => {
+        const changed: TierChanged[] = [];
+        for (const group of byTenantCurrency(credits)) {
+          const tiers = await tiersOf(q, group[0]!.tenant_id, group[0]!.currency_id);
+          if (tiers.length === 0) continue;
+          for (const c of group) {
+            const moved = await moveTier(q, tiers, c);
+            if (moved) changed.push(moved);
+          }
+        }
+        await facts.emit(q, 'tier.changed', changed);
+      },
+    },
+  };
+}
 
-/** Changes grouped by tenant and currency, each group in the changes' order. */
-export function byTenantCurrency(changes: LifetimeChange[]): LifetimeChange[][] {
-  const groups = new Map<string, LifetimeChange[]>();
-  for (const c of changes) {
+/** Facts grouped by tenant and currency, each group in the facts' order. */
+export function byTenantCurrency<T extends { tenant_id: string; currency_id: string }>(
+  facts: readonly T[],
+): T[][] {
+  const groups = new Map<string, T[]>();
+  for (const c of facts) {
     const k = `${c.tenant_id}\u0000${c.currency_id}`;
     groups.set(k, [...(groups.get(k) ?? []), c]);
   }
   return [...groups.values()];
 }
 
-async function moveTier(q: Queryable, tiers: Tier[], c: LifetimeChange): Promise<void> {
+/** Moves a user's tier to the one its lifetime earnings reach; the change, or null when none. */
+async function moveTier(q: Queryable, tiers: Tier[], c: WalletMoved): Promise<TierChanged | null> {
   const next = tierFor(tiers, c.lifetime_earned);
   const prev = await q.query<{ tier_id: string | null }>(
     'SELECT tier_id FROM user_tiers WHERE tenant_id = $1 AND user_id = $2 AND currency_id = $3 FOR UPDATE',
     [c.tenant_id, c.user_id, c.currency_id],
   );
   const prevId = prev.rows[0]?.tier_id ?? null;
-  if ((next?.tier_id ?? null) === prevId) return;
+  if ((next?.tier_id ?? null) === prevId) return null;
   await q.query(
     `INSERT INTO user_tiers (tenant_id, user_id, currency_id, tier_id) VALUES ($1, $2, $3, $4)
      ON CONFLICT (tenant_id, user_id, currency_id) DO UPDATE SET tier_id = EXCLUDED.tier_id`,
     [c.tenant_id, c.user_id, c.currency_id, next?.tier_id ?? null],
   );
   const previous = tiers.find((t) => t.tier_id === prevId) ?? null;
-  await enqueue(q, {
+  return {
     tenant_id: c.tenant_id,
-    event_type: 'tier.changed',
-    dedupe_key: `tier.changed:${c.user_id}:${c.currency_id}:${prevId ?? '-'}:${next?.tier_id ?? '-'}:${c.lifetime_earned}`,
-    created_at: c.now,
-    payload: {
-      event_type: 'tier.changed',
-      tenant_id: c.tenant_id,
-      timestamp: new Date(c.now).toISOString(),
-      user_id: c.user_id,
-      data: {
-        currency_id: c.currency_id,
-        previous_tier: brief(previous),
-        new_tier: brief(next),
-        lifetime_points: c.lifetime_earned,
-      },
-    },
-  });
+    user_id: c.user_id,
+    currency_id: c.currency_id,
+    previous_tier_id: prevId,
+    previous_tier: brief(previous),
+    new_tier: brief(next),
+    lifetime_points: c.lifetime_earned,
+    now: c.now,
+  };
 }
 
 /** SPEC "User tier view"; null when no tier is configured or the user earned nothing. */

@@ -1,12 +1,14 @@
 /**
  * The wallet: balances and the append-only ledger (invariant 3). Every change of a balance is one
  * ledger row with its reason, written in the caller's transaction together with the balance and
- * the outbox event (currency.earned / currency.spent). The balance row is locked first, so
- * concurrent spends serialise and never overdraw. An idempotency key returns the first result.
+ * its fact (`wallet.credited` / `wallet.debited`, core/facts.ts), whose subscribers run in that
+ * transaction: the outbox (currency.earned / currency.spent), tiers and levels. The balance row is
+ * locked first, so concurrent spends serialise and never overdraw. An idempotency key returns the
+ * first result.
  */
 import { createHash } from 'node:crypto';
 import type { Queryable } from '../../adapters/sql/types';
-import { enqueueMany } from '../outbox';
+import type { FactBus, WalletMoved } from '../facts';
 import { systemRandom, type Random } from '../random';
 
 export type WalletErrorCode =
@@ -90,21 +92,6 @@ export interface Currency {
   updated_at: string;
 }
 
-/** A growth of lifetime_earned, in the order the movements were applied. */
-export interface LifetimeChange {
-  tenant_id: string;
-  user_id: string;
-  currency_id: string;
-  lifetime_earned: number;
-  now: number;
-}
-
-/**
- * Called after lifetime_earned grew (tiers, levels), inside the same transaction, once per batch
- * of movements with every change in order (a hook reads its configuration once per batch).
- */
-export type LifetimeHook = (q: Queryable, changes: LifetimeChange[]) => Promise<void>;
-
 interface LedgerRow {
   id: string;
   user_id: string;
@@ -124,14 +111,14 @@ const pairId = (tenant: string, a: string, b = '') => `${tenant}\u0000${a}\u0000
 const KEY_LOCK_CLASS = 0x4c44574b;
 
 export class Wallet {
-  private readonly hooks: LifetimeHook[] = [];
-
-  /** `random` draws the ledger row ids. */
-  constructor(private readonly random: Random = systemRandom) {}
-
-  onLifetimeChange(hook: LifetimeHook): void {
-    this.hooks.push(hook);
-  }
+  /**
+   * `facts` carries each batch's `wallet.credited` / `wallet.debited` facts to their subscribers;
+   * `random` draws the ledger row ids.
+   */
+  constructor(
+    private readonly facts: FactBus,
+    private readonly random: Random = systemRandom,
+  ) {}
 
   async currency(q: Queryable, tenantId: string, currencyId: string): Promise<Currency | null> {
     const r = await q.query<Currency>('SELECT * FROM currencies WHERE tenant_id = $1 AND id = $2', [
@@ -171,8 +158,8 @@ export class Wallet {
    * The one path of every balance change: idempotency keys (locked first, so concurrent movements
    * with one key serialise whatever users or currencies they name; then read before and after the
    * balance lock: a concurrent movement with the same key may commit while this one waits), currencies, balance
-   * rows created and locked in one order, then the ledger rows, balances, outbox events and
-   * lifetime hooks written in one statement each.
+   * rows created and locked in one order, then the ledger rows and balances written in one
+   * statement each, then the batch's facts emitted (in ledger order).
    */
   private async moveMany(q: Queryable, ms: Signed[]): Promise<BatchResult[]> {
     const results: Array<BatchResult | undefined> = ms.map((m) =>
@@ -220,9 +207,8 @@ export class Wallet {
     );
     await replayKnown();
 
-    const ledger: Array<LedgerRow & { m: Signed }> = [];
+    const ledger: Array<LedgerRow & { lifetime_earned: number; m: Signed }> = [];
     const inBatch = new Map<string, LedgerRow>();
-    const changes: LifetimeChange[] = [];
     for (const { m, i } of pending()) {
       const keyId = m.idempotency_key ? pairId(m.tenant_id, m.idempotency_key) : null;
       const earlier = keyId ? inBatch.get(keyId) : undefined;
@@ -256,15 +242,7 @@ export class Wallet {
         balance_after: after,
       };
       if (keyId) inBatch.set(keyId, row);
-      ledger.push({ ...row, m });
-      if (m.sign > 0)
-        changes.push({
-          tenant_id: m.tenant_id,
-          user_id: m.user_id,
-          currency_id: m.currency_id,
-          lifetime_earned: lifetimeAfter,
-          now: m.now,
-        });
+      ledger.push({ ...row, lifetime_earned: lifetimeAfter, m });
       results[i] = { transaction_id: row.id, amount: row.amount, balance_after: after, created: true };
     }
     if (ledger.length === 0) return results as BatchResult[];
@@ -283,33 +261,31 @@ export class Wallet {
         changed.map((b) => b.lifetime),
       ],
     );
-    await enqueueMany(
-      q,
-      ledger.map(({ id, m, balance_after }) => {
-        const eventType = m.sign > 0 ? 'currency.earned' : 'currency.spent';
-        return {
-          tenant_id: m.tenant_id,
-          event_type: eventType,
-          dedupe_key: `${eventType}:${id}`,
-          created_at: m.now,
-          payload: {
-            event_type: eventType,
-            tenant_id: m.tenant_id,
-            timestamp: new Date(m.now).toISOString(),
-            user_id: m.user_id,
-            data: {
-              currency_id: m.currency_id,
-              amount: m.amount,
-              new_balance: balance_after,
-              source_type: m.source_type,
-              transaction_id: id,
-            },
-          },
-        };
-      }),
-    );
-    if (changes.length) for (const hook of this.hooks) await hook(q, changes);
+    await this.emitFacts(q, ledger);
     return results as BatchResult[];
+  }
+
+  /** The facts of the ledger rows, in their order: one emit per run of credits or of debits. */
+  private async emitFacts(q: Queryable, rows: Array<LedgerRow & { lifetime_earned: number; m: Signed }>) {
+    for (let i = 0; i < rows.length;) {
+      const sign = rows[i]!.m.sign;
+      const run: WalletMoved[] = [];
+      for (; i < rows.length && rows[i]!.m.sign === sign; i++) {
+        const r = rows[i]!;
+        run.push({
+          tenant_id: r.m.tenant_id,
+          user_id: r.user_id,
+          currency_id: r.currency_id,
+          amount: r.m.amount,
+          balance_after: r.balance_after,
+          lifetime_earned: r.lifetime_earned,
+          source_type: r.m.source_type,
+          transaction_id: r.id,
+          now: r.m.now,
+        });
+      }
+      await this.facts.emit(q, sign > 0 ? 'wallet.credited' : 'wallet.debited', run);
+    }
   }
 
   private async currencies(q: Queryable, ms: Movement[]): Promise<Map<string, Currency>> {
