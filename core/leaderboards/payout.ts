@@ -8,9 +8,9 @@
  */
 import type { Queryable } from '../../adapters/sql/types';
 import type { PayoutReport, Reactions, RankFinalized, RewardDistributionLine } from '../facts';
-import { getConfig, itemsForRank } from '../rewards/configs';
+import { itemsForRank } from '../rewards/configs';
+import { grantFromConfig } from '../rewards/from-config';
 import type { Granter } from '../rewards/grant';
-import { getItems } from '../rewards/items';
 import { mergeReports } from './closing';
 
 /** What the leaderboard payout listens to. */
@@ -37,55 +37,33 @@ function byWindow(ranks: readonly RankFinalized[]): RankFinalized[][] {
   return [...groups.values()];
 }
 
-/** Pays one window's final ranks. */
+/** Pays one window's final ranks through the one grant-from-config path. */
 async function payWindow(q: Queryable, granter: Granter, standings: RankFinalized[]): Promise<PayoutReport> {
   const w = standings[0]!;
   if (!w.reward_config_id) return { distribution: [], error: null };
-  // The foreign keys (migration 009) keep both present for boards written since; a reference
-  // dangling from before is reported, not skipped in silence.
-  const config = await getConfig(q, w.tenant_id, w.reward_config_id);
-  if (!config)
-    return {
-      distribution: [],
-      error: `reward config ${w.reward_config_id} does not exist; nothing was paid`,
-    };
-  const wanted = [...new Set(standings.flatMap((s) => itemsForRank(config, s.rank)))];
-  const all = await getItems(q, w.tenant_id, wanted);
-  const problems: string[] = [];
-  const missing = wanted.filter((id) => !all.has(id));
-  if (missing.length) problems.push(`reward items ${missing.join(', ')} do not exist; they were not paid`);
-  const failed: string[] = [];
-  const distribution: RewardDistributionLine[] = [];
-  for (const s of standings) {
-    const items = itemsForRank(config, s.rank)
-      .map((id) => all.get(id))
-      .filter((x) => x !== undefined);
-    if (items.length === 0) continue;
-    const granted = await granter.grant(q, {
-      tenant_id: w.tenant_id,
-      user_id: s.user_id,
-      items,
+  const { granted, problems } = await grantFromConfig(
+    q,
+    granter,
+    w.tenant_id,
+    w.reward_config_id,
+    standings.map((s) => ({
+      ...s,
       source_type: 'leaderboard_reward',
       source_ref: `${w.leaderboard_id}:${w.window_key}`,
       grant_key: `leaderboard:${w.leaderboard_id}:${w.window_key}:${s.user_id}`,
-      now: s.now,
-    });
-    for (const g of granted) if (g.status === 'failed') failed.push(`${s.user_id} (${g.item_id})`);
-    distribution.push({
-      user_id: s.user_id,
-      rank: s.rank,
-      score: s.score,
-      items: granted.map((g) => ({
-        item_id: g.item_id,
-        name: g.name,
-        reward_type: g.reward_type,
-        payload: g.payload,
-      })),
-    });
-  }
-  if (failed.length)
-    problems.push(
-      `grants failed (recorded as failed in reward_grants) for ${failed.slice(0, 20).join(', ')}${failed.length > 20 ? ` and ${failed.length - 20} more` : ''}`,
-    );
+    })),
+    (config, s) => itemsForRank(config, s.rank),
+  );
+  const distribution: RewardDistributionLine[] = granted.map(({ award: s, granted: g }) => ({
+    user_id: s.user_id,
+    rank: s.rank,
+    score: s.score,
+    items: g.map((x) => ({
+      item_id: x.item_id,
+      name: x.name,
+      reward_type: x.reward_type,
+      payload: x.payload,
+    })),
+  }));
   return { distribution, error: problems.length ? problems.join('; ') : null };
 }

@@ -8,6 +8,7 @@ import { randomUUID } from 'node:crypto';
 import type { Queryable } from '../../adapters/sql/types';
 import type { FactBus, LevelReached, Reactions, WalletMoved } from '../facts';
 import { getConfig, itemsForMetric } from '../rewards/configs';
+import { grantFromConfig } from '../rewards/from-config';
 import type { Granter } from '../rewards/grant';
 import { getItems } from '../rewards/items';
 import { byTenantCurrency } from '../wallet/tiers';
@@ -223,26 +224,35 @@ async function reachLevels(q: Queryable, facts: FactBus, systems: LevelSystem[],
   }
 }
 
-/** Grants each reached level's rewards (items of its reward config on metric `level`). */
+/**
+ * Grants each reached level's rewards (the items of its reward config on metric `level`) through
+ * the one grant-from-config path, per run of levels with one config. What could not be granted
+ * (a config or item gone) is left out silently, as it always was for levels.
+ */
 async function grantLevelRewards(q: Queryable, granter: Granter, reached: readonly LevelReached[]) {
-  for (const l of reached) {
-    if (!l.reward_config_id) continue;
-    const config = await getConfig(q, l.tenant_id, l.reward_config_id);
-    if (!config) continue;
-    const ids = itemsForMetric(config, 'level', l.level);
-    if (ids.length === 0) continue;
-    const items = await getItems(q, l.tenant_id, ids);
-    await granter.grant(q, {
-      tenant_id: l.tenant_id,
-      user_id: l.user_id,
-      items: ids.map((id) => items.get(id)).filter((x) => x !== undefined),
-      source_type: 'level_up',
-      source_ref: `${l.level_system_id}:${l.level}`,
-      grant_key: `level:${l.level_system_id}:${l.user_id}:${l.level}`,
-      now: l.now,
-    });
+  for (let i = 0; i < reached.length;) {
+    const first = reached[i]!;
+    const run: LevelReached[] = [];
+    for (; i < reached.length && sameConfig(reached[i]!, first); i++) run.push(reached[i]!);
+    if (!first.reward_config_id) continue;
+    await grantFromConfig(
+      q,
+      granter,
+      first.tenant_id,
+      first.reward_config_id,
+      run.map((l) => ({
+        ...l,
+        source_type: 'level_up',
+        source_ref: `${l.level_system_id}:${l.level}`,
+        grant_key: `level:${l.level_system_id}:${l.user_id}:${l.level}`,
+      })),
+      (config, l) => itemsForMetric(config, 'level', l.level),
+    );
   }
 }
+
+const sameConfig = (a: LevelReached, b: LevelReached) =>
+  a.tenant_id === b.tenant_id && a.reward_config_id === b.reward_config_id;
 
 /** SPEC "User level view". */
 export async function userLevelView(q: Queryable, s: LevelSystem, userId: string) {

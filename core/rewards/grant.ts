@@ -6,7 +6,12 @@
  *   `points`), with the caller's source_type;
  * - badge and item are recorded as owned by the user;
  * - physical_item, custom and any other type are recorded for fulfilment.
- * Every grant has a row in reward_grants, readable per user.
+ * Every grant has a row in reward_grants, readable per user: the journal of what each source
+ * granted under which key. Each granted reward has one record of what the user holds or awaits
+ * (docs/architecture.md "One grant-from-config path"): the ledger row for a balance, the grant row
+ * itself for an owned item and, until the store and its orders exist, for a reward awaiting
+ * fulfilment (`heldAs` is where that becomes an order). Features grant from a reward config
+ * through `grantFromConfig` (./from-config.ts).
  */
 import type { Queryable } from '../../adapters/sql/types';
 import { systemRandom, type Random } from '../random';
@@ -89,7 +94,7 @@ export class Granter {
           status = 'failed';
         }
       } else {
-        status = item.reward_type === 'badge' || item.reward_type === 'item' ? 'owned' : 'pending_fulfilment';
+        status = heldAs(item);
       }
       await q.query(
         `INSERT INTO reward_grants (id, tenant_id, grant_key, user_id, item_id, reward_type, payload, status, source_type, source_ref, transaction_id, created_at)
@@ -135,6 +140,16 @@ export class Granter {
       transaction_id: tx,
     };
   }
+}
+
+/**
+ * What a reward that is no balance becomes. Badges and items are owned (the grant row is their
+ * record). Any other type awaits fulfilment: today the grant row (`pending_fulfilment`) is its one
+ * record; when the store lands, this is where the order is created instead, in the grant's
+ * transaction, and the grant row points to it, so a reward never has two records.
+ */
+function heldAs(item: RewardItem): 'owned' | 'pending_fulfilment' {
+  return item.reward_type === 'badge' || item.reward_type === 'item' ? 'owned' : 'pending_fulfilment';
 }
 
 /** A user's grants, newest first. */
