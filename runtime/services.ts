@@ -9,7 +9,7 @@ import type { Random } from '../core/random';
 import { LeaderboardCache } from '../core/leaderboards/cache';
 import { SecretBox } from '../core/tenancy/secrets';
 import { TenantStore } from '../core/tenancy/store';
-import { FactBus } from '../core/facts';
+import { FactBus, type Reactions } from '../core/facts';
 import { payoutReactions } from '../core/leaderboards/payout';
 import { levelReactions } from '../core/levels/levels';
 import { outboxReactions } from '../core/outbox';
@@ -56,6 +56,15 @@ export async function openRateLimiter(config: Config): Promise<RateLimiter> {
   return new MemoryRateLimiter();
 }
 
+/**
+ * Every feature's reactions to facts (core/facts.ts), in the order the subscribers of one fact run.
+ * The outbox goes first: a fact's webhook is enqueued before those of the reactions it causes (the
+ * outbox order is the delivery order). A new feature adds its `Reactions` here.
+ */
+export function featureReactions(facts: FactBus, granter: Granter): Reactions[] {
+  return [outboxReactions, tierReactions(facts), levelReactions(facts, granter), payoutReactions(granter)];
+}
+
 export function buildServices(
   config: Config,
   adapters: Adapters,
@@ -77,14 +86,7 @@ export function buildServices(
   const facts = new FactBus();
   const wallet = new Wallet(facts, random);
   const granter = new Granter(wallet, random);
-  // Subscribers of one fact run in this order. The outbox goes first: a fact's webhook is
-  // enqueued before those of the reactions it causes (the outbox order is the delivery order).
-  facts.register(
-    outboxReactions,
-    tierReactions(facts),
-    levelReactions(facts, granter),
-    payoutReactions(granter),
-  );
+  facts.register(...featureReactions(facts, granter));
   const webhooks = new WebhookStore(adapters.sql, box, clock);
   const leaderboards = new LeaderboardCache({ clock, ttlMs: config.tenantCacheMs });
   return { tenants, auth, rateLimiter, facts, wallet, granter, webhooks, leaderboards };
