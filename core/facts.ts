@@ -156,7 +156,10 @@ export interface Reactions<C extends Catalogue<C> = FactTypes> {
   on: { [K in FactName<C>]?: Subscriber<K, C> };
 }
 
-/** The default depth limit: today's deepest chain is 5 (see docs/architecture.md "Facts"). */
+/**
+ * The default depth limit. Today's chains and how deep they go: docs/architecture.md "Facts inside
+ * the transaction".
+ */
 export const MAX_FACT_DEPTH = 32;
 
 export class FactDepthError extends Error {
