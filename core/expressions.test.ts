@@ -1,6 +1,8 @@
 import fc from 'fast-check';
 import {
+  compileCondition,
   compileExpression,
+  compileFieldReader,
   CONDITION_LIMITS,
   Condition,
   EventView,
@@ -761,5 +763,124 @@ describe('matchConditions', () => {
       }),
       { numRuns: 1000 },
     );
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+// Compiled conditions (issue 13): compileCondition is what every rule evaluates; it must agree
+// with the evaluator conditions had before (kept here as the reference, unchanged).
+
+function referenceHolds(op: string, want: unknown, v: unknown): boolean {
+  const scalar = (x: unknown) =>
+    typeof x === 'string' || typeof x === 'boolean' || (typeof x === 'number' && Number.isFinite(x));
+  const num = (x: unknown): x is number => typeof x === 'number' && Number.isFinite(x);
+  switch (op) {
+    case 'eq':
+      return scalar(want) && v === want;
+    case 'ne':
+      return scalar(want) && v !== want;
+    case 'gt':
+      return typeof v === 'number' && num(want) && v > want;
+    case 'gte':
+      return typeof v === 'number' && num(want) && v >= want;
+    case 'lt':
+      return typeof v === 'number' && num(want) && v < want;
+    case 'lte':
+      return typeof v === 'number' && num(want) && v <= want;
+    case 'in':
+      return Array.isArray(want) && want.length > 0 && scalar(v) && want.some((x) => scalar(x) && x === v);
+    default:
+      return false;
+  }
+}
+
+function referenceMatch(c: unknown, e: EventView): boolean {
+  const obj = (x: unknown): x is Record<string, unknown> =>
+    typeof x === 'object' && x !== null && !Array.isArray(x);
+  if (c === undefined || c === null) return true;
+  if (!obj(c)) return false;
+  for (const path of Object.keys(c)) {
+    if (validateFieldPath(path) !== null) return false;
+    const v = readField(e, path);
+    if (v === undefined) return false;
+    const ops = c[path];
+    if (!obj(ops)) return false;
+    const opKeys = Object.keys(ops);
+    if (opKeys.length === 0) return false;
+    for (const op of opKeys) if (!referenceHolds(op, ops[op], v)) return false;
+  }
+  return true;
+}
+
+describe('property: compiled conditions agree with the reference evaluator', () => {
+  const scalarArb = fc.oneof(
+    fc.constantFrom<unknown>('a', 'b', '', '5', 5, 0, -0, 1.5, -3, true, false, null, NaN, Infinity),
+    fc.integer({ min: -5, max: 5 }),
+  );
+  const wantArb = fc.oneof(
+    { weight: 4, arbitrary: scalarArb },
+    { weight: 2, arbitrary: fc.array(scalarArb, { maxLength: 4 }) },
+    { weight: 1, arbitrary: fc.constantFrom<unknown>({}, [[1]], undefined) },
+  );
+  const opsArb = fc.oneof(
+    {
+      weight: 8,
+      arbitrary: fc.dictionary(
+        fc.constantFrom('eq', 'ne', 'gt', 'gte', 'lt', 'lte', 'in', 'regex'),
+        wantArb,
+        { maxKeys: 3 },
+      ),
+    },
+    { weight: 1, arbitrary: fc.constantFrom<unknown>(null, 1, 'eq', [{ eq: 1 }]) },
+  );
+  const pathArb = fc.constantFrom(
+    'attrs.a',
+    'attrs.b',
+    'attrs.c.d',
+    'type',
+    'user_id',
+    'subject.n',
+    'actor.metadata.m',
+    'attrs',
+    'nope',
+    'attrs.__proto__',
+  );
+  const condArb = fc.oneof(
+    { weight: 10, arbitrary: fc.dictionary(pathArb, opsArb, { maxKeys: 3 }) },
+    { weight: 1, arbitrary: fc.constantFrom<unknown>(undefined, null, [], 'x', 3) },
+  );
+
+  it('on random conditions (valid and not) and events', () => {
+    fc.assert(
+      fc.property(condArb, scalarArb, scalarArb, scalarArb, scalarArb, (c, a, b, d, n) => {
+        const e = ev({ a, b, c: { d } }, { subject: { n }, actor_metadata: { m: a }, type: String(b) });
+        const want = referenceMatch(c, e);
+        expect(compileCondition(c as Condition)(e)).toBe(want);
+        expect(matchConditions(c as Condition, e)).toBe(want);
+      }),
+      { numRuns: 5000 },
+    );
+  });
+
+  it('reads the condition once: changing it afterwards changes nothing', () => {
+    const c: Condition = { 'attrs.mode': { eq: 'ranked' } };
+    const test = compileCondition(c);
+    c['attrs.mode'] = { eq: 'casual' };
+    expect(test(ev({ mode: 'ranked' }))).toBe(true);
+  });
+
+  it('compileFieldReader reads what readField reads', () => {
+    for (const p of [
+      'attrs.a',
+      'attrs.c.d',
+      'type',
+      'actor.user_id',
+      'actor.metadata.m',
+      'attrs.__proto__',
+      'x',
+      '',
+    ])
+      for (const e of [ev({ a: 1, c: { d: 'x' } }, { actor_metadata: { m: 2 } }), ev({})])
+        expect(compileFieldReader(p)(e)).toBe(readField(e, p));
   });
 });

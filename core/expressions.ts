@@ -573,43 +573,86 @@ export function validateConditions(c: unknown, where: string): string | null {
   return null;
 }
 
-function holds(op: string, want: unknown, v: unknown): boolean {
+/** A compiled condition: true when the event satisfies it. Never throws. */
+export type ConditionTest = (e: EventView) => boolean;
+
+const ALWAYS: ConditionTest = () => true;
+const NEVER: ConditionTest = () => false;
+const NEVER_HOLDS = (_v: unknown) => false;
+
+/** One operator against one wanted value, resolved once: the predicate on the field's value. */
+function operatorTest(op: string, want: unknown): (v: unknown) => boolean {
   switch (op) {
     case 'eq':
-      return isScalar(want) && v === want;
+      return isScalar(want) ? (v) => v === want : NEVER_HOLDS;
     case 'ne':
-      return isScalar(want) && v !== want;
+      return isScalar(want) ? (v) => v !== want : NEVER_HOLDS;
     case 'gt':
-      return typeof v === 'number' && typeof want === 'number' && Number.isFinite(want) && v > want;
     case 'gte':
-      return typeof v === 'number' && typeof want === 'number' && Number.isFinite(want) && v >= want;
     case 'lt':
-      return typeof v === 'number' && typeof want === 'number' && Number.isFinite(want) && v < want;
-    case 'lte':
-      return typeof v === 'number' && typeof want === 'number' && Number.isFinite(want) && v <= want;
-    case 'in':
-      return (
-        Array.isArray(want) && want.length > 0 && isScalar(v) && want.some((x) => isScalar(x) && x === v)
-      );
+    case 'lte': {
+      if (typeof want !== 'number' || !Number.isFinite(want)) return NEVER_HOLDS;
+      const w = want;
+      if (op === 'gt') return (v) => typeof v === 'number' && v > w;
+      if (op === 'gte') return (v) => typeof v === 'number' && v >= w;
+      if (op === 'lt') return (v) => typeof v === 'number' && v < w;
+      return (v) => typeof v === 'number' && v <= w;
+    }
+    case 'in': {
+      if (!Array.isArray(want) || want.length === 0) return NEVER_HOLDS;
+      // Scalars only (so no NaN): Set membership is then strict equality.
+      const set = new Set(want.filter(isScalar));
+      return (v) => isScalar(v) && set.has(v);
+    }
     default:
-      return false;
+      return NEVER_HOLDS;
   }
+}
+
+/**
+ * Compiles a condition object once into a test: every entry must hold and every operator of an
+ * entry must hold (AND); true for no conditions (undefined or null). Fails closed: a condition
+ * validateConditions would refuse (not an object, a bad path, an entry that is not an object of
+ * operators or has none, an unknown operator or a wrong value type) never holds for any event.
+ * The condition is read once, here: changing the object afterwards does not change the test.
+ */
+export function compileCondition(c: Condition | undefined | null): ConditionTest {
+  if (c === undefined || c === null) return ALWAYS;
+  if (!isObject(c)) return NEVER;
+  const entries: Array<{ p: ParsedPath; tests: Array<(v: unknown) => boolean> }> = [];
+  for (const path of Object.keys(c)) {
+    const p = cachedPath(path);
+    if (isPathError(p)) return NEVER;
+    const ops: unknown = c[path];
+    if (!isObject(ops)) return NEVER;
+    const opKeys = Object.keys(ops);
+    if (opKeys.length === 0) return NEVER;
+    const tests = opKeys.map((op) => operatorTest(op, ops[op]));
+    if (tests.includes(NEVER_HOLDS)) return NEVER;
+    entries.push({ p, tests });
+  }
+  if (entries.length === 0) return ALWAYS;
+  return (e) => {
+    for (const { p, tests } of entries) {
+      const v = readParsed(e, p);
+      if (v === undefined) return false;
+      for (const t of tests) if (!t(v)) return false;
+    }
+    return true;
+  };
 }
 
 /** True when every entry of `c` holds for the event (true for no conditions). Never throws. */
 export function matchConditions(c: Condition | undefined | null, e: EventView): boolean {
-  if (c === undefined || c === null) return true;
-  if (!isObject(c)) return false;
-  for (const path of Object.keys(c)) {
-    const p = cachedPath(path);
-    if (isPathError(p)) return false;
-    const v = readParsed(e, p);
-    if (v === undefined) return false;
-    const ops: unknown = c[path];
-    if (!isObject(ops)) return false;
-    const opKeys = Object.keys(ops);
-    if (opKeys.length === 0) return false;
-    for (const op of opKeys) if (!holds(op, ops[op], v)) return false;
-  }
-  return true;
+  return compileCondition(c)(e);
+}
+
+/**
+ * The reader of one field path, resolved once: the value at `path` in an event, undefined when
+ * the path is invalid (validateFieldPath says why) or leads nowhere. Never throws.
+ */
+export function compileFieldReader(path: string): (e: EventView) => unknown {
+  const p = typeof path === 'string' ? cachedPath(path) : { error: 'field path must be a string' };
+  if (isPathError(p)) return () => undefined;
+  return (e) => readParsed(e, p);
 }

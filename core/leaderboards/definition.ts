@@ -2,15 +2,17 @@
  * Leaderboard definitions: their shape (docs/leaderboards.md), semantic validation beyond the JSON
  * Schema (time zones, expressions, conditions), and compilation into a scorer used by the pipeline.
  */
+import { compileExpression, readField, type Compiled, type Condition, type EventView } from '../expressions';
 import {
-  compileExpression,
-  matchConditions,
-  readField,
-  validateConditions,
-  type Compiled,
-  type Condition,
-  type EventView,
-} from '../expressions';
+  compile,
+  eventTypeMatcher,
+  fromFilters,
+  fromPathMap,
+  validateFilters,
+  validatePathMap,
+  type CompiledCondition,
+  type FieldFilter,
+} from '../rules/rules';
 import { validateTimeframe, type Timeframe } from '../windows';
 
 export type Aggregation = 'sum' | 'count' | 'max' | 'min' | 'avg';
@@ -23,11 +25,8 @@ export interface ScoringRule {
   points_expression?: string;
 }
 
-export interface ScopeFilter {
-  field: string;
-  op: 'eq' | 'ne' | 'gt' | 'gte' | 'lt' | 'lte' | 'in';
-  value: unknown;
-}
+/** `{field, op, value}`: a bare name is not an attribute here (core/rules: `bareNames: 'as_is'`). */
+export type ScopeFilter = FieldFilter;
 
 export interface LeaderboardConfig {
   timeframe: Timeframe & { grace_seconds?: number };
@@ -77,15 +76,11 @@ export function validateConfig(c: LeaderboardConfig): string | null {
       if (!compiled.ok) return `${where}.points_expression: ${compiled.error}`;
     }
     if (rule.conditions !== undefined) {
-      const err = validateConditions(rule.conditions, `${where}.conditions`);
+      const err = validatePathMap(rule.conditions, `${where}.conditions`);
       if (err) return err;
     }
   }
-  for (const [i, f] of (c.scope?.filters ?? []).entries()) {
-    const err = validateConditions({ [f.field]: { [f.op]: f.value } }, `config.scope.filters[${i}]`);
-    if (err) return err;
-  }
-  return null;
+  return validateFilters(c.scope?.filters, 'config.scope.filters');
 }
 
 export interface Scorer {
@@ -94,32 +89,27 @@ export interface Scorer {
   points(e: EventView): number | null;
 }
 
-/** Compiles a (validated) definition into a scorer. */
+/** Compiles a (validated) definition into a scorer (core/rules: one condition form, one type matcher). */
 export function compileScorer(board: Leaderboard): Scorer {
   const { scoring, scope } = board.config;
   const rules = scoring.rules.map((r) => ({
-    type: r.event_type,
-    conditions: r.conditions,
+    type: eventTypeMatcher(r.event_type),
+    conditions: compile(fromPathMap(r.conditions)),
     expr:
       r.points_expression === undefined
         ? null
         : (compileExpression(r.points_expression) as { ok: true; fn: Compiled }).fn,
   }));
-  const filters: Condition | undefined = scope?.filters?.length
-    ? scope.filters.reduce<Condition>((acc, f) => {
-        (acc[f.field] ??= {})[f.op] = f.value;
-        return acc;
-      }, {})
+  const filters: CompiledCondition | undefined = scope?.filters?.length
+    ? compile(fromFilters(scope.filters))
     : undefined;
   const counting = scoring.aggregation === 'count';
   return {
     board,
     points(e) {
-      if (filters && !matchConditions(filters, e)) return null;
+      if (filters && !filters.test(e)) return null;
       // The first rule whose event type and conditions match scores the event.
-      const rule = rules.find(
-        (r) => (r.type === '*' || r.type === e.type) && matchConditions(r.conditions, e),
-      );
+      const rule = rules.find((r) => r.type(e.type) && r.conditions.test(e));
       if (!rule) return null;
       if (counting) return 1;
       return rule.expr ? rule.expr(e) : null;
