@@ -24,6 +24,7 @@ import type { Logger } from '../../runtime/logger';
 import type { Metrics } from '../../runtime/metrics';
 import { reportRefused, splitRefused } from '../../processors/refused';
 import { normalizeScore } from './aggregate';
+import { boardKey } from './board-key';
 import type { LeaderboardCache } from './cache';
 import { rankingSize, rankPolicy, type Leaderboard } from './definition';
 import { rankRun } from './ranking';
@@ -155,7 +156,7 @@ export async function closeWindow(deps: ClosingDeps, k: WindowKey, now: number):
         'snapshot export failed; the scheduler exports it later',
       );
     }
-    await deps.ranks.dropBoard(`${k.tenant_id}:${k.leaderboard_id}:${k.window_key}`).catch(() => undefined);
+    await deps.ranks.dropBoard(boardKey(k)).catch(() => undefined);
   }
   return result;
 }

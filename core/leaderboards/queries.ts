@@ -7,6 +7,7 @@ import type { RankIndex } from '../../adapters/ranks/types';
 import type { Queryable } from '../../adapters/sql/types';
 import type { Clock } from '../clock';
 import { windowAt, windowByKey } from '../windows';
+import { boardKey } from './board-key';
 import { LeaderboardCache } from './cache';
 import { rankPolicy, type Leaderboard } from './definition';
 import { rankRun } from './ranking';
@@ -61,10 +62,6 @@ export class LeaderboardQueries {
     this.cache = deps.cache ?? new LeaderboardCache({ clock: deps.clock, ttlMs: 0 });
   }
 
-  private boardKey(k: WindowKey): string {
-    return `${k.tenant_id}:${k.leaderboard_id}:${k.window_key}`;
-  }
-
   /** SPEC rules: omitted = live window with data, else latest completed; `current`; a specific key (404 if unknown). */
   async resolve(board: Leaderboard, windowKey: string | undefined): Promise<ResolvedWindow> {
     const base = { tenant_id: board.tenant_id, leaderboard_id: board.leaderboard_id };
@@ -76,7 +73,7 @@ export class LeaderboardQueries {
     };
     if (windowKey === undefined || windowKey === '') {
       const live = await at(current);
-      if (live.source === 'live' && (await this.deps.ranks.count(this.boardKey(live.key))) > 0) return live;
+      if (live.source === 'live' && (await this.deps.ranks.count(boardKey(live.key))) > 0) return live;
       const done = await latestClosedWindow(this.deps.sql, board.tenant_id, board.leaderboard_id);
       return done ? { key: { ...base, window_key: done.window_key }, source: 'closed', row: done } : live;
     }
@@ -93,7 +90,7 @@ export class LeaderboardQueries {
     let rows: Array<{ user_id: string; score: number }>;
     let total: number;
     if (w.source === 'live') {
-      const b = this.boardKey(w.key);
+      const b = boardKey(w.key);
       [rows, total] = await Promise.all([
         this.deps.ranks
           .range(b, offset, limit)
@@ -132,7 +129,7 @@ export class LeaderboardQueries {
     score: number,
   ): Promise<{ entries: number; distinct: number }> {
     if (rankPolicy(board.config) === 'shared' && w.source === 'live') {
-      return { entries: await this.deps.ranks.countAbove(this.boardKey(w.key), score), distinct: 0 };
+      return { entries: await this.deps.ranks.countAbove(boardKey(w.key), score), distinct: 0 };
     }
     return countAbove(this.deps.sql, w.key, score);
   }
@@ -140,7 +137,7 @@ export class LeaderboardQueries {
   /** The user's entry and 0-based position, or null. */
   async locate(w: ResolvedWindow, userId: string): Promise<Located | null> {
     if (w.source === 'live') {
-      const e = await this.deps.ranks.get(this.boardKey(w.key), userId);
+      const e = await this.deps.ranks.get(boardKey(w.key), userId);
       return e ? { position: e.position, score: e.score } : null;
     }
     const s = await getScore(this.deps.sql, { ...w.key, user_id: userId });
@@ -159,7 +156,7 @@ export class LeaderboardQueries {
     if (me) {
       const total =
         w.source === 'live'
-          ? await this.deps.ranks.count(this.boardKey(w.key))
+          ? await this.deps.ranks.count(boardKey(w.key))
           : await countEntries(this.deps.sql, w.key);
       // The user in the middle (the lower middle for an even limit); a full page near the end.
       offset = Math.max(0, Math.min(me.position - Math.floor(limit / 2), total - limit));
@@ -182,7 +179,7 @@ export class LeaderboardQueries {
     };
     const row = await this.cache.window(this.deps.sql, key);
     if (row?.status !== 'closed') {
-      const e = await this.deps.ranks.get(this.boardKey(key), userId);
+      const e = await this.deps.ranks.get(boardKey(key), userId);
       if (e) return { window: { key, source: 'live', row }, me: { position: e.position, score: e.score } };
     }
     const w = await this.resolve(board, undefined);

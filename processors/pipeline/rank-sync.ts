@@ -19,6 +19,7 @@ import type { RankIndex, RankUpdate } from '../../adapters/ranks/types';
 import { checkMember, checkUpdate } from '../../adapters/ranks/validate';
 import { Mutex } from '../../adapters/sql/mutex';
 import type { Queryable, Sql } from '../../adapters/sql/types';
+import { boardKey } from '../../core/leaderboards/board-key';
 import type { LeaderboardConfig } from '../../core/leaderboards/definition';
 import { openScoresOfPartition, type ScoreRow } from '../../core/leaderboards/store';
 import type { Logger } from '../../runtime/logger';
@@ -26,10 +27,6 @@ import type { Metrics } from '../../runtime/metrics';
 import { reportRefused, splitRefused } from '../refused';
 
 export const REBUILD_CHUNK = 5000;
-
-export function boardKey(k: { tenant_id: string; leaderboard_id: string; window_key: string }): string {
-  return `${k.tenant_id}:${k.leaderboard_id}:${k.window_key}`;
-}
 
 export function toUpdate(s: ScoreRow): RankUpdate {
   return { board: boardKey(s), member: s.user_id, score: s.score, tiebreak: s.tiebreak };
