@@ -279,20 +279,6 @@ function normalizeScore(r: ScoreRow): ScoreRow {
   };
 }
 
-/** Current scores of the given keys, locked for update. */
-export async function lockScores(q: Queryable, keys: ScoreKey[]): Promise<Map<string, ScoreRow>> {
-  if (keys.length === 0) return new Map();
-  const r = await q.query<ScoreRow>(
-    `SELECT s.* FROM leaderboard_scores s
-     JOIN unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS k(t, l, wk, u)
-       ON s.tenant_id = k.t AND s.leaderboard_id = k.l AND s.window_key = k.wk AND s.user_id = k.u
-     ORDER BY s.tenant_id, s.leaderboard_id, s.window_key, s.user_id
-     FOR UPDATE OF s`,
-    unzip(keys, ['tenant_id', 'leaderboard_id', 'window_key', 'user_id']),
-  );
-  return new Map(r.rows.map((row) => [scoreId(row), normalizeScore(row)]));
-}
-
 export async function upsertScores(q: Queryable, rows: ScoreRow[]): Promise<void> {
   if (rows.length === 0) return;
   await q.query(

@@ -5,12 +5,26 @@
  * `max_per_day` and `max_per_week` (days and ISO weeks starting Monday, in the tenant's time zone,
  * of the event's occurred_at). Credits are exactly once per (rule, event): the ledger row's
  * idempotency key is `earning:<rule>:<event>`.
+ *
+ * Fields: a bare name is an attribute (`amount` is `attrs.amount`), in filters and calculations
+ * (core/rules `bareNames: 'attrs'`). The pipeline step is processors/pipeline/earning.ts; this
+ * module holds the rules' store, their validation, and their evaluation (compiled once per rule
+ * version: `EarningRules`), pure apart from the store.
  */
 import { randomUUID } from 'node:crypto';
 import type { Queryable } from '../../adapters/sql/types';
-import { matchConditions, readField, validateConditions, type EventView } from '../expressions';
+import type { EventView } from '../expressions';
+import {
+  compile,
+  CompileCache,
+  eventTypeMatcher,
+  fieldReader,
+  fromFilter,
+  validateField,
+  validateFilter,
+  type FieldOptions,
+} from '../rules/rules';
 import { windowAt } from '../windows';
-import { WalletError, type Wallet } from './wallet';
 
 export type Calculation =
   | { type: 'fixed'; amount: number }
@@ -62,12 +76,8 @@ const toRule = (r: Row): EarningRule => ({
   updated_at: new Date(r.updated_at).toISOString(),
 });
 
-/** `amount` and other bare names are attribute paths (`attrs.amount`); standard fields stay as they are. */
-export function fieldPath(field: string): string {
-  return /^(attrs|subject|actor|type|user_id|event_id|occurred_at)(\.|$)/.test(field)
-    ? field
-    : `attrs.${field}`;
-}
+/** Earning rules read bare names as attributes: `amount` is `attrs.amount`. */
+export const EARNING_FIELDS: FieldOptions = { bareNames: 'attrs' };
 
 /** Semantic checks beyond the schema; null when valid. */
 export function validateRule(r: {
@@ -75,27 +85,43 @@ export function validateRule(r: {
   calculation: Calculation;
 }): string | null {
   if (r.event_filter) {
-    const err = validateConditions(
-      { [fieldPath(r.event_filter.field)]: { [r.event_filter.op]: r.event_filter.value } },
-      'body.event_filter',
-    );
+    const err = validateFilter(r.event_filter, 'body.event_filter', EARNING_FIELDS);
     if (err) return err;
   }
   const c = r.calculation;
-  if (c.type === 'per_unit' || c.type === 'percentage') {
-    const err = validateConditions({ [fieldPath(c.field)]: { gte: 0 } }, 'body.calculation.field');
-    if (err) return err.replace(/\.gte must be a number/, '');
-  }
+  if (c.type === 'per_unit' || c.type === 'percentage')
+    return validateField(c.field, 'body.calculation.field', EARNING_FIELDS);
   return null;
+}
+
+/** A calculation compiled once: the amount a rule gives for an event before caps; null when a field is missing. */
+export function compileCalculation(c: Calculation): (e: EventView) => number | null {
+  if (c.type === 'fixed') {
+    const amount = c.amount;
+    return () => amount;
+  }
+  const read = fieldReader(c.field, EARNING_FIELDS);
+  const unit = (e: EventView) => {
+    const v = read(e);
+    return typeof v !== 'number' || !Number.isFinite(v) ? null : v;
+  };
+  if (c.type === 'per_unit') {
+    const { per, points } = c;
+    return (e) => {
+      const v = unit(e);
+      return v === null ? null : Math.floor(v / per) * points;
+    };
+  }
+  const rate = c.rate;
+  return (e) => {
+    const v = unit(e);
+    return v === null ? null : Math.floor(v * rate);
+  };
 }
 
 /** The amount a rule gives for an event before caps; null when a field is missing. */
 export function ruleAmount(c: Calculation, e: EventView): number | null {
-  if (c.type === 'fixed') return c.amount;
-  const v = readField(e, fieldPath(c.field));
-  if (typeof v !== 'number' || !Number.isFinite(v)) return null;
-  if (c.type === 'per_unit') return Math.floor(v / c.per) * c.points;
-  return Math.floor(v * c.rate);
+  return compileCalculation(c)(e);
 }
 
 export async function createRule(
@@ -193,149 +219,181 @@ export interface EarningEvent {
   view: EventView;
 }
 
-/**
- * Pipeline step: applies every active rule of the events' tenants. Returns, per event, whether
- * any currency was credited.
- */
-export async function applyEarningRules(
-  q: Queryable,
-  wallet: Wallet,
-  events: EarningEvent[],
-  now: number,
-): Promise<boolean[]> {
-  const credited = events.map(() => false);
-  if (events.length === 0) return credited;
-  const tenants = [...new Set(events.map((e) => e.tenant_id))];
-  const r = await q.query<Row & { timezone: string }>(
-    `SELECT er.*, t.timezone FROM earning_rules er JOIN tenants t ON t.id = er.tenant_id
-     WHERE er.tenant_id = ANY($1::text[]) AND er.active ORDER BY er.priority DESC, er.id`,
-    [tenants],
-  );
-  if (r.rows.length === 0) return credited;
-  const byTenant = new Map<string, Array<EarningRule & { timezone: string }>>();
-  for (const row of r.rows)
-    byTenant.set(row.tenant_id, [
-      ...(byTenant.get(row.tenant_id) ?? []),
-      { ...toRule(row), timezone: row.timezone },
-    ]);
+/** An active rule as the pipeline applies it: the row's fields, and its match and amount compiled. */
+export interface ActiveRule {
+  rule_id: string;
+  tenant_id: string;
+  name: string;
+  currency_id: string;
+  max_per_event: number | null;
+  max_per_day: number | null;
+  max_per_week: number | null;
+  priority: number;
+  /** Event type (exact or `*`) and filter. */
+  matches(e: EventView): boolean;
+  /** The amount before caps; null when a field is missing. */
+  amount(e: EventView): number | null;
+}
 
-  // Every (event, rule) credit in order, then the caps over the usage rows of the batch (locked
-  // once), then one batched wallet call and one usage upsert: a fixed number of statements.
-  const candidates: Array<{
-    i: number;
-    e: EarningEvent;
-    rule: EarningRule;
-    amount: number;
-    periods: string[];
-  }> = [];
+type Compiled = Pick<ActiveRule, 'matches' | 'amount'>;
+
+/** Compiles what a rule evaluates (event type, filter, calculation) into its match and amount. */
+export function compileRule(r: Pick<EarningRule, 'event_type' | 'event_filter' | 'calculation'>): Compiled {
+  const type = eventTypeMatcher(r.event_type);
+  const filter = r.event_filter ? compile(fromFilter(r.event_filter, EARNING_FIELDS)).test : () => true;
+  return { matches: (e) => type(e.type) && filter(e), amount: compileCalculation(r.calculation) };
+}
+
+/**
+ * The active rules of some tenants, read once per batch and compiled once per rule version: the
+ * compiled part is cached by what it is compiled from (event type, filter and calculation as
+ * stored), so an edit compiles the new version and an unchanged rule is never compiled again.
+ */
+export class EarningRules {
+  private readonly compiled = new CompileCache<Compiled>();
+
+  /** Active rules by tenant, each tenant's in descending priority, then id. */
+  async load(q: Queryable, tenants: readonly string[]): Promise<Map<string, ActiveRule[]>> {
+    const byTenant = new Map<string, ActiveRule[]>();
+    if (tenants.length === 0) return byTenant;
+    const r = await q.query<{
+      id: string;
+      tenant_id: string;
+      name: string;
+      currency_id: string;
+      event_type: string;
+      event_filter: string | null;
+      calculation: string;
+      max_per_event: unknown;
+      max_per_day: unknown;
+      max_per_week: unknown;
+      priority: number;
+    }>(
+      `SELECT id, tenant_id, name, currency_id, event_type, event_filter::text AS event_filter,
+              calculation::text AS calculation, max_per_event, max_per_day, max_per_week, priority
+       FROM earning_rules WHERE tenant_id = ANY($1::text[]) AND active ORDER BY priority DESC, id`,
+      [tenants],
+    );
+    for (const row of r.rows) {
+      const c = this.compiled.get(
+        `${row.event_type}\u0000${row.event_filter ?? ''}\u0000${row.calculation}`,
+        () =>
+          compileRule({
+            event_type: row.event_type,
+            event_filter: row.event_filter === null ? null : (JSON.parse(row.event_filter) as EventFilter),
+            calculation: JSON.parse(row.calculation) as Calculation,
+          }),
+      );
+      const rule: ActiveRule = {
+        rule_id: row.id,
+        tenant_id: row.tenant_id,
+        name: row.name,
+        currency_id: row.currency_id,
+        max_per_event: num(row.max_per_event),
+        max_per_day: num(row.max_per_day),
+        max_per_week: num(row.max_per_week),
+        priority: row.priority,
+        matches: c.matches,
+        amount: c.amount,
+      };
+      byTenant.set(row.tenant_id, [...(byTenant.get(row.tenant_id) ?? []), rule]);
+    }
+    return byTenant;
+  }
+}
+
+/** One (event, rule) credit before the caps of the periods. */
+export interface Candidate {
+  /** The event's position in the list given to `earningCandidates`. */
+  i: number;
+  e: EarningEvent;
+  rule: ActiveRule;
+  /** The amount after `max_per_event`. */
+  amount: number;
+  /** `day:<key>` and `week:<key>` in the tenant's time zone, of the event's occurred_at. */
+  periods: [string, string];
+}
+
+/**
+ * Every (event, rule) credit in order: events in order, each tenant's rules by priority. A rule is
+ * skipped when it does not match or gives no positive amount, and so is every rule of a tenant
+ * without a time zone (no tenant row).
+ */
+export function earningCandidates(
+  events: readonly EarningEvent[],
+  rules: ReadonlyMap<string, readonly ActiveRule[]>,
+  timezones: ReadonlyMap<string, string>,
+): Candidate[] {
+  const out: Candidate[] = [];
   for (const [i, e] of events.entries()) {
-    for (const rule of byTenant.get(e.tenant_id) ?? []) {
-      if (rule.event_type !== '*' && rule.event_type !== e.view.type) continue;
-      const f = rule.event_filter;
-      if (f && !matchConditions({ [fieldPath(f.field)]: { [f.op]: f.value } }, e.view)) continue;
-      const amount = ruleAmount(rule.calculation, e.view);
+    const tenantRules = rules.get(e.tenant_id);
+    const timezone = timezones.get(e.tenant_id);
+    if (!tenantRules || timezone === undefined) continue;
+    let periods: [string, string] | undefined;
+    for (const rule of tenantRules) {
+      if (!rule.matches(e.view)) continue;
+      const amount = rule.amount(e.view);
       if (amount === null || amount <= 0) continue;
-      const day = windowAt({ type: 'daily', timezone: rule.timezone }, e.occurred_at).key;
-      const week = windowAt(
-        { type: 'weekly', timezone: rule.timezone, reset_day: 'monday' },
-        e.occurred_at,
-      ).key;
-      candidates.push({
+      periods ??= [
+        `day:${windowAt({ type: 'daily', timezone }, e.occurred_at).key}`,
+        `week:${windowAt({ type: 'weekly', timezone, reset_day: 'monday' }, e.occurred_at).key}`,
+      ];
+      out.push({
         i,
         e,
         rule,
         amount: rule.max_per_event !== null ? Math.min(amount, rule.max_per_event) : amount,
-        periods: [`day:${day}`, `week:${week}`],
+        periods,
       });
     }
   }
-  if (candidates.length === 0) return credited;
+  return out;
+}
 
-  const usageKey = (c: (typeof candidates)[number], period: string) =>
-    [c.e.tenant_id, c.rule.rule_id, c.e.user_id, period] as const;
-  const used = await lockUsage(
-    q,
-    candidates
-      .filter((c) => c.rule.max_per_day !== null || c.rule.max_per_week !== null)
-      .flatMap((c) => c.periods.map((p) => usageKey(c, p))),
-  );
-  const granted: Array<{ c: (typeof candidates)[number]; amount: number }> = [];
+/** A cap-usage row: the amount credited per (tenant, rule, user, period). */
+export interface Usage {
+  tenant_id: string;
+  rule_id: string;
+  user_id: string;
+  period: string;
+  amount: number;
+}
+
+/** The usage key of a candidate in one of its periods. */
+export function usageKey(c: Candidate, period: string): Omit<Usage, 'amount'> {
+  return { tenant_id: c.e.tenant_id, rule_id: c.rule.rule_id, user_id: c.e.user_id, period };
+}
+
+/** The usage keys the caps of these candidates read (rules with a day or week cap). */
+export function cappedKeys(candidates: readonly Candidate[]): Array<Omit<Usage, 'amount'>> {
+  return candidates
+    .filter((c) => c.rule.max_per_day !== null || c.rule.max_per_week !== null)
+    .flatMap((c) => c.periods.map((p) => usageKey(c, p)));
+}
+
+/**
+ * Applies the day and week caps in candidate order: `used` (usage by `id(key)`, as stored) grows
+ * with each credit. Returns the credits that remain (a positive amount).
+ */
+export function applyCaps(
+  candidates: readonly Candidate[],
+  used: Map<string, number>,
+  id: (k: Omit<Usage, 'amount'>) => string,
+): Array<{ c: Candidate; amount: number }> {
+  const granted: Array<{ c: Candidate; amount: number }> = [];
   for (const c of candidates) {
     let amount = c.amount;
     const caps = [c.rule.max_per_day, c.rule.max_per_week];
     c.periods.forEach((p, k) => {
       if (caps[k] !== null)
-        amount = Math.min(amount, Math.max(0, caps[k]! - (used.get(usageKey(c, p).join('\u0000')) ?? 0)));
+        amount = Math.min(amount, Math.max(0, caps[k]! - (used.get(id(usageKey(c, p))) ?? 0)));
     });
     if (amount <= 0) continue;
     for (const p of c.periods) {
-      const k = usageKey(c, p).join('\u0000');
+      const k = id(usageKey(c, p));
       used.set(k, (used.get(k) ?? 0) + amount);
     }
     granted.push({ c, amount });
   }
-  const results = await wallet.creditMany(
-    q,
-    granted.map(({ c, amount }) => ({
-      tenant_id: c.e.tenant_id,
-      user_id: c.e.user_id,
-      currency_id: c.rule.currency_id,
-      amount,
-      source_type: 'earning_rule',
-      source_ref: `${c.rule.rule_id}:${c.e.event_id}`,
-      description: c.rule.name,
-      idempotency_key: `earning:${c.rule.rule_id}:${c.e.event_id}`,
-      now,
-    })),
-  );
-  // An unknown or inactive currency skips the rule (the batch goes on); so does a replayed credit.
-  const increments = new Map<string, { key: readonly string[]; amount: number }>();
-  results.forEach((r, n) => {
-    if (r instanceof WalletError || !r.created) return;
-    const { c, amount } = granted[n]!;
-    credited[c.i] = true;
-    for (const p of c.periods) {
-      const key = usageKey(c, p);
-      const k = key.join('\u0000');
-      increments.set(k, { key, amount: (increments.get(k)?.amount ?? 0) + amount });
-    }
-  });
-  await addUsage(q, [...increments.values()]);
-  return credited;
-}
-
-/** The usage of (tenant, rule, user, period) keys, their rows locked (in one order). */
-async function lockUsage(q: Queryable, keys: Array<readonly string[]>): Promise<Map<string, number>> {
-  if (keys.length === 0) return new Map();
-  const r = await q.query<{
-    tenant_id: string;
-    rule_id: string;
-    user_id: string;
-    period: string;
-    amount: number;
-  }>(
-    `SELECT u.tenant_id, u.rule_id, u.user_id, u.period, u.amount FROM earning_usage u
-     JOIN unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS k(tenant_id, rule_id, user_id, period)
-       ON u.tenant_id = k.tenant_id AND u.rule_id = k.rule_id AND u.user_id = k.user_id AND u.period = k.period
-     ORDER BY u.tenant_id, u.rule_id, u.user_id, u.period FOR UPDATE OF u`,
-    [0, 1, 2, 3].map((n) => keys.map((k) => k[n])),
-  );
-  return new Map(
-    r.rows.map((u) => [[u.tenant_id, u.rule_id, u.user_id, u.period].join('\u0000'), Number(u.amount)]),
-  );
-}
-
-/** Adds credited amounts to the usage rows (one row per key: keys are unique here). */
-async function addUsage(
-  q: Queryable,
-  rows: Array<{ key: readonly string[]; amount: number }>,
-): Promise<void> {
-  if (rows.length === 0) return;
-  const sorted = [...rows].sort((a, b) => (a.key.join('\u0000') < b.key.join('\u0000') ? -1 : 1));
-  await q.query(
-    `INSERT INTO earning_usage (tenant_id, rule_id, user_id, period, amount)
-     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[])
-     ON CONFLICT (tenant_id, rule_id, user_id, period) DO UPDATE SET amount = earning_usage.amount + EXCLUDED.amount`,
-    [...[0, 1, 2, 3].map((n) => sorted.map((r) => r.key[n])), sorted.map((r) => r.amount)],
-  );
+  return granted;
 }

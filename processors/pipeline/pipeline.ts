@@ -1,22 +1,24 @@
 /**
  * The event pipeline: one consumer group over the events topic that applies every effect of an
- * event in one SQL transaction per batch: dedupe on (tenant, event_id), then each step
- * (leaderboard scoring now; earning rules, streaks, achievements as they land), then the offset
- * (processors/framework.ts). The rank index is updated after the commit (processors/pipeline/rank-sync.ts).
+ * event in one SQL transaction per batch: dedupe on (tenant, event_id), then the steps in list
+ * order (./step.ts: leaderboard scoring, earning rules; streaks, achievements and the rest are one
+ * more step each), then the offset (processors/framework.ts). The rank index is updated after the
+ * commit (the scoring step's afterCommit, ./rank-sync.ts).
  */
 import type { EventLog, LogRecord } from '../../adapters/eventlog/types';
 import type { RankIndex } from '../../adapters/ranks/types';
 import type { Queryable, Sql } from '../../adapters/sql/types';
 import type { Clock } from '../../core/clock';
-import { EVENTS_TOPIC, type EventRecord } from '../../schemas/topics';
+import { eventView } from '../../core/leaderboards/definition';
+import type { Wallet } from '../../core/wallet/wallet';
 import type { Logger } from '../../runtime/logger';
 import type { Metrics } from '../../runtime/metrics';
-import { eventView } from '../../core/leaderboards/definition';
-import { applyEarningRules } from '../../core/wallet/earning';
-import type { Wallet } from '../../core/wallet/wallet';
-import { ok, skip, type Outcome, type Processor } from '../framework';
-import { RankSync, openScoresOfUsers } from './rank-sync';
+import { EVENTS_TOPIC, type EventRecord } from '../../schemas/topics';
+import { skip, type Outcome, type Processor } from '../framework';
+import { EarningStep } from './earning';
+import { RankSync } from './rank-sync';
 import { ScoringStep } from './scoring';
+import { runSteps, type AnyStep, type StepBatch, type StepEvent } from './step';
 
 export const PIPELINE_GROUP = 'ludus.pipeline';
 
@@ -30,17 +32,14 @@ export interface PipelineDeps {
   metrics?: Metrics;
 }
 
-/** What a step reports for one event: it changed something, or nothing applied. */
-export type StepEffect = 'applied' | 'none';
-
-export interface PipelineEvent {
-  record: LogRecord<EventRecord>;
-  event: EventRecord;
+/** The steps of the pipeline, in order: a new feature adds its step here. */
+export function pipelineSteps(deps: PipelineDeps, rankSync: RankSync): AnyStep[] {
+  return [new ScoringStep(rankSync), new EarningStep(deps.wallet)];
 }
 
 export function pipelineProcessor(deps: PipelineDeps): Processor<EventRecord> {
   const rankSync = new RankSync(deps, `${PIPELINE_GROUP}:${deps.eventLog.physicalName(EVENTS_TOPIC)}`);
-  const scoring = new ScoringStep(deps.clock);
+  const steps = pipelineSteps(deps, rankSync);
   return {
     group: PIPELINE_GROUP,
     topic: EVENTS_TOPIC,
@@ -50,40 +49,38 @@ export function pipelineProcessor(deps: PipelineDeps): Processor<EventRecord> {
     async apply(q, batch) {
       const fresh = await dedupe(q, batch.fresh);
       const outcomes: Outcome[] = batch.fresh.map(() => skip('duplicate event_id'));
-      const events: PipelineEvent[] = fresh.map((i) => ({
-        record: batch.fresh[i]!,
-        event: batch.fresh[i]!.value,
-      }));
-
-      const scored = await scoring.apply(q, events, batch.partition);
-      const earned = await applyEarningRules(
-        q,
-        deps.wallet,
-        events.map(({ event }) => ({
-          tenant_id: event.tenant_id,
-          event_id: event.event_id,
-          user_id: event.user_id,
-          occurred_at: event.occurred_at,
-          view: eventView(event),
-        })),
-        deps.clock.now(),
-      );
-      fresh.forEach((recordIndex, i) => {
-        const applied = scored.effects[i] === 'applied' || earned[i];
-        outcomes[recordIndex] = applied ? ok : skip(scored.reasons[i] ?? 'no matching rule');
+      const events: StepEvent[] = fresh.map((recordIndex) => {
+        const record = batch.fresh[recordIndex]!;
+        return { index: recordIndex, record, event: record.value, view: eventView(record.value) };
       });
-
-      // Replayed records were applied by an earlier transaction whose index update may be missing.
-      const replayedUsers = uniqueUsers(batch.replayed.map((r) => r.value));
-      const resync = await openScoresOfUsers(q, replayedUsers, scored.configs);
-      const rows = [...resync, ...scored.rows];
-      const first = batch.fresh[0]?.offset ?? batch.replayed[0]?.offset ?? 0;
-      return {
-        outcomes,
-        afterCommit: () => rankSync.push(rows, scored.configs, batch.partition, batch.nextOffset, first),
+      const tenants = [...new Set(events.map((e) => e.event.tenant_id))];
+      const stepBatch: StepBatch = {
+        partition: batch.partition,
+        nextOffset: batch.nextOffset,
+        firstOffset: batch.fresh[0]?.offset ?? batch.replayed[0]?.offset ?? 0,
+        events,
+        replayed: batch.replayed.map((r) => r.value),
+        tenants,
+        timezones: await tenantTimezones(q, tenants),
+        now: deps.clock.now(),
       };
+      const run = await runSteps(q, steps, stepBatch);
+      events.forEach((e, i) => {
+        outcomes[e.index] = run.outcomes[i]!;
+      });
+      return { outcomes, afterCommit: run.afterCommit };
     },
   };
+}
+
+/** The IANA time zone of each tenant (a tenant without a row is missing from the map). */
+async function tenantTimezones(q: Queryable, tenants: string[]): Promise<Map<string, string>> {
+  if (tenants.length === 0) return new Map();
+  const r = await q.query<{ id: string; timezone: string }>(
+    'SELECT id, timezone FROM tenants WHERE id = ANY($1::text[])',
+    [tenants],
+  );
+  return new Map(r.rows.map((t) => [t.id, t.timezone]));
 }
 
 /**
@@ -109,13 +106,6 @@ async function dedupe(q: Queryable, records: LogRecord<EventRecord>[]): Promise<
     if (firstTime.delete(k)) out.push(i);
   });
   return out;
-}
-
-function uniqueUsers(events: EventRecord[]): Array<{ tenant_id: string; user_id: string }> {
-  const seen = new Map<string, { tenant_id: string; user_id: string }>();
-  for (const e of events)
-    seen.set(`${e.tenant_id}\u0000${e.user_id}`, { tenant_id: e.tenant_id, user_id: e.user_id });
-  return [...seen.values()];
 }
 
 /** Purges dedupe rows older than the window plus an hour of processing lag (a scheduler job). */

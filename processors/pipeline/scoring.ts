@@ -7,14 +7,33 @@
  */
 import type { Queryable } from '../../adapters/sql/types';
 import { applyPoints } from '../../core/leaderboards/aggregate';
-import { compileScorer, graceMs, type LeaderboardConfig, type Scorer } from '../../core/leaderboards/definition';
-import { activeBoards, ensureWindows, scoreId, windowId, type ScoreKey, type ScoreRow } from '../../core/leaderboards/store';
+import {
+  compileScorer,
+  graceMs,
+  type LeaderboardConfig,
+  type Scorer,
+} from '../../core/leaderboards/definition';
+import {
+  activeBoards,
+  ensureWindows,
+  scoreId,
+  windowId,
+  type ScoreKey,
+  type ScoreRow,
+} from '../../core/leaderboards/store';
 import { CompileCache } from '../../core/rules/rules';
 import { windowAt } from '../../core/windows';
 import type { EventRecord } from '../../schemas/topics';
 import { BatchState } from './batch-state';
 import { openScoresOfUsers, type RankSync } from './rank-sync';
-import { applied, nothing, type PipelineStep, type StepBatch, type StepEffect, type StepReport } from './step';
+import {
+  applied,
+  nothing,
+  type PipelineStep,
+  type StepBatch,
+  type StepEffect,
+  type StepReport,
+} from './step';
 
 interface Contribution {
   key: ScoreKey;
