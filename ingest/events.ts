@@ -5,7 +5,7 @@
  * Identifiers that become store keys (event_id, type, user_id) are at most 256 UTF-8 bytes (the
  * schemas' `x-max-bytes`); every string and free-form object obeys http/input.ts.
  */
-import { AnalyticsInputError, checkEvent } from '../adapters/analytics/rows';
+import { AnalyticsInputError, checkEvent } from '../core/history/rows';
 import type { EventRecord } from '../schemas/topics';
 import type { Principal } from '../http/auth/authenticator';
 import { inputProblem } from '../http/input';

@@ -35,7 +35,7 @@ import {
   eventCount,
   toFloat,
   toSafeInt,
-} from './rows';
+} from '../../core/history/rows';
 import type {
   Analytics,
   AnalyticsEvent,

@@ -15,7 +15,7 @@
  * counted) so that one row cannot keep a snapshot, and the windows after it, from being exported.
  */
 import { Counter } from 'prom-client';
-import { checkSnapshotEntry } from '../../adapters/analytics/rows';
+import { checkSnapshotEntry } from '../history/rows';
 import type { Analytics, SnapshotEntry } from '../../adapters/analytics/types';
 import type { RankIndex } from '../../adapters/ranks/types';
 import type { Queryable, Sql } from '../../adapters/sql/types';

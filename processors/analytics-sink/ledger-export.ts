@@ -7,10 +7,10 @@
  * taken at insert time, so a transaction that commits late can leave a lower seq behind the
  * cursor: every pass therefore re-reads an overlap of OVERLAP rows below the cursor, and the
  * analytics inserts are idempotent (same transaction id counted once). A row the analytics store
- * refuses (adapters/analytics/rows.ts) is skipped with a log line and
+ * refuses (core/history/rows.ts) is skipped with a log line and
  * `ludus_skipped_rows_total{stage="analytics_ledger"}`, and the cursor moves on.
  */
-import { checkTransaction } from '../../adapters/analytics/rows';
+import { checkTransaction } from '../../core/history/rows';
 import type { Analytics, AnalyticsTransaction } from '../../adapters/analytics/types';
 import type { Sql } from '../../adapters/sql/types';
 import type { Logger } from '../../runtime/logger';

@@ -1,4 +1,4 @@
-import { checkEvent } from '../../adapters/analytics/rows';
+import { checkEvent } from '../../core/history/rows';
 import type { Analytics, AnalyticsEvent } from '../../adapters/analytics/types';
 import type { Consumer, EventLog } from '../../adapters/eventlog/types';
 import type { Sql } from '../../adapters/sql/types';
@@ -14,7 +14,7 @@ export const ANALYTICS_GROUP = 'ludus.analytics-sink';
  * The analytics sink: copies accepted events to the analytics store in batches. Inserts are
  * idempotent (the store dedupes on tenant and event_id), and the offset is stored in SQL only
  * after the insert, so a crash between the two redelivers a batch that changes nothing. An event
- * the analytics store refuses (adapters/analytics/rows.ts) is skipped with a log line and
+ * the analytics store refuses (core/history/rows.ts) is skipped with a log line and
  * `ludus_skipped_rows_total{stage="analytics_events"}`: one bad record never stops a partition.
  */
 export async function startAnalyticsSink(deps: {
