@@ -15,6 +15,7 @@ import { SignedRequestError, signedErrors, type Authenticator, type Principal } 
 import { parseJsonBody, readRawBody } from './body';
 import { inputProblem, paramsProblem } from './input';
 import { ApiError, errors } from './errors';
+import type { HttpSchemas } from '../schemas/http/types';
 import type { GatewayName, GatewayState } from './types';
 import { schemas, validateOrThrow } from './validate';
 
@@ -35,22 +36,52 @@ export type AuthRule =
   | { kind: 'admin'; scope: string | null; tenant: boolean | 'optional' }
   | { kind: 'tenant'; signed: boolean };
 
-export interface RouteRequest<B, Q> {
+/** A schema id in schemas/http/. */
+export type SchemaId = keyof HttpSchemas;
+
+/** The body a handler gets: the body schema's type (after validation), else the parsed JSON. */
+export type BodyOf<S extends SchemaId | undefined> = S extends SchemaId ? HttpSchemas[S] : unknown;
+
+/** The query a handler gets: the query schema's type (after validation), else the raw query. */
+export type QueryOf<S extends SchemaId | undefined> = S extends SchemaId
+  ? HttpSchemas[S]
+  : Record<string, unknown>;
+
+type ParamNames<P extends string> = P extends `${string}:${infer N}/${infer R}`
+  ? N | ParamNames<`/${R}`>
+  : P extends `${string}:${infer N}`
+    ? N
+    : never;
+
+/** The path parameters of a Koa path: `/v1/webhooks/:webhook_id` → `{webhook_id: string}`. */
+export type PathParams<P extends string> = string extends P
+  ? Record<string, string>
+  : { [K in ParamNames<P>]: string };
+
+export interface RouteRequest<
+  B = unknown,
+  Q = Record<string, unknown>,
+  T extends Tenant | null = Tenant | null,
+  P = Record<string, string>,
+> {
   body: B;
   query: Q;
-  params: Record<string, string>;
+  params: P;
   /** Raw request bytes (signatures). */
   raw: Buffer;
   principal: Principal | null;
   /** The tenant the request acts on (null for public and operator routes). */
-  tenant: Tenant | null;
+  tenant: T;
   log: Logger;
   requestId: string;
   ctx: Koa.ParameterizedContext<GatewayState>;
 }
 
-// eslint-disable-next-line @typescript-eslint/no-explicit-any -- routes of every body and query shape share one list
-export interface RouteSpec<B = any, Q = any> {
+/**
+ * A route as data, as the chain, the OpenAPI document and the tests read it. Declare one with
+ * `route()`, which types the handler's request from the route's schemas, auth rule and path.
+ */
+export interface RouteSpec {
   gateway: GatewayName;
   method: Method;
   /** Koa path, e.g. `/v1/tenants/:tenant_id/webhooks/:webhook_id`. */
@@ -59,8 +90,8 @@ export interface RouteSpec<B = any, Q = any> {
   tag: string;
   auth: AuthRule;
   /** Schema ids in schemas/http/ for the JSON body and the query string. */
-  body?: string;
-  query?: string;
+  body?: SchemaId;
+  query?: SchemaId;
   /** Success status; 204 sends no body. Default 200. */
   status?: number;
   /**
@@ -88,7 +119,45 @@ export interface RouteSpec<B = any, Q = any> {
    */
   bodyRule?: 'handler';
   /** The route's handler returns the response body. */
-  handler(req: RouteRequest<B, Q>): Promise<unknown>;
+  handler(req: RouteRequest): Promise<unknown>;
+}
+
+/** A route as `route()` takes it: the handler's request is typed from the other fields. */
+export interface TypedRoute<
+  A extends AuthRule,
+  P extends string,
+  BS extends SchemaId | undefined,
+  QS extends SchemaId | undefined,
+> extends Omit<RouteSpec, 'auth' | 'path' | 'body' | 'query' | 'handler'> {
+  path: P;
+  auth: A;
+  body?: BS;
+  query?: QS;
+  /** Returns the response body. */
+  handler: (req: RouteRequest<BodyOf<BS>, QueryOf<QS>, Tenant | null, PathParams<P>>) => Promise<unknown>;
+}
+
+/**
+ * Declares a route whose handler gets a typed request: `body` and `query` typed from the schema
+ * ids the route names (schemas/http/types.ts, as the values are after validation, defaults filled),
+ * `params` from the path. The chain (mountRoutes) validates the body and query against those
+ * schemas before the handler runs.
+ */
+export function route<
+  const A extends AuthRule,
+  const P extends string,
+  BS extends SchemaId | undefined = undefined,
+  QS extends SchemaId | undefined = undefined,
+>(spec: TypedRoute<A, P, BS, QS>): RouteSpec {
+  return spec as RouteSpec;
+}
+
+/**
+ * Validates a body against a schema the handler applies itself (a route whose body has several
+ * forms names them in `accepts`; a route without a body schema checks an optional body), typed.
+ */
+export function validated<S extends SchemaId>(id: S, data: unknown): HttpSchemas[S] {
+  return validateOrThrow<HttpSchemas[S]>(id, data, 'body');
 }
 
 export interface MountDeps {
@@ -161,7 +230,7 @@ export function mountRoutes(
       ) {
         throw errors.forbidden('tenant_id names another tenant than the credential');
       }
-      const query = spec.query
+      const query: Record<string, unknown> = spec.query
         ? validateOrThrow(spec.query, rawQuery, 'query', spec.queryErrorCode)
         : rawQuery;
       let body: unknown = json;

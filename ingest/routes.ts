@@ -6,7 +6,7 @@ import type { EventLog } from '../adapters/eventlog/types';
 import type { Clock } from '../core/clock';
 import { EVENTS_TOPIC, eventKey, type EventRecord } from '../schemas/topics';
 import { ApiError, errors } from '../http/errors';
-import type { RouteRequest, RouteSpec } from '../http/route';
+import { route, type RouteRequest, type RouteSpec } from '../http/route';
 import { signedErrors } from '../http/auth/authenticator';
 import { parseEvent } from './events';
 
@@ -38,7 +38,7 @@ async function append(deps: IngestDeps, records: EventRecord[]): Promise<void> {
 
 export function ingestRoutes(deps: IngestDeps): RouteSpec[] {
   return [
-    {
+    route({
       gateway: 'ingest',
       method: 'POST',
       path: '/v1/events',
@@ -74,8 +74,8 @@ export function ingestRoutes(deps: IngestDeps): RouteSpec[] {
         req.ctx.status = signed ? 200 : 202;
         return { status: 'accepted', event_id: parsed.record.event_id };
       },
-    },
-    {
+    }),
+    route({
       gateway: 'ingest',
       method: 'POST',
       path: '/v1/events/bulk',
@@ -91,7 +91,7 @@ export function ingestRoutes(deps: IngestDeps): RouteSpec[] {
       handler: async (req) => {
         const signed = isSigned(req);
         const now = deps.clock.now();
-        const { events } = req.body as { events: unknown[] };
+        const { events } = req.body;
         const results: Array<{ event_id: string | null; status: 'accepted' | 'failed'; error?: string }> = [];
         const accepted: EventRecord[] = [];
         for (const raw of events) {
@@ -119,6 +119,6 @@ export function ingestRoutes(deps: IngestDeps): RouteSpec[] {
           results,
         };
       },
-    },
+    }),
   ];
 }

@@ -2,7 +2,7 @@
  * Credential checks: each gateway answers "who am I" for the credential it is given, so a client
  * can test its setup (and the auth tests can exercise every credential kind on every gateway).
  */
-import type { RouteSpec } from '../../http/route';
+import { route, type RouteRequest, type RouteSpec } from '../../http/route';
 import type { Principal } from '../../http/auth/authenticator';
 
 function describe(p: Principal | null, tenantId: string | null) {
@@ -27,10 +27,9 @@ function describe(p: Principal | null, tenantId: string | null) {
 }
 
 export function authRoutes(): RouteSpec[] {
-  const whoami: RouteSpec['handler'] = async ({ principal, tenant }) =>
-    describe(principal, tenant?.id ?? null);
+  const whoami = async ({ principal, tenant }: RouteRequest) => describe(principal, tenant?.id ?? null);
   return [
-    {
+    route({
       gateway: 'admin',
       method: 'GET',
       path: '/v1/tenants/:tenant_id/whoami',
@@ -39,8 +38,8 @@ export function authRoutes(): RouteSpec[] {
       auth: { kind: 'admin', scope: null, tenant: true },
       response: 'whoami.view',
       handler: whoami,
-    },
-    {
+    }),
+    route({
       gateway: 'admin',
       method: 'GET',
       path: '/v1/whoami',
@@ -49,8 +48,8 @@ export function authRoutes(): RouteSpec[] {
       auth: { kind: 'admin', scope: null, tenant: 'optional' },
       response: 'whoami.view',
       handler: whoami,
-    },
-    {
+    }),
+    route({
       gateway: 'query',
       method: 'GET',
       path: '/v1/whoami',
@@ -59,8 +58,8 @@ export function authRoutes(): RouteSpec[] {
       auth: { kind: 'tenant', signed: false },
       response: 'whoami.view',
       handler: whoami,
-    },
-    {
+    }),
+    route({
       gateway: 'query',
       method: 'GET',
       path: '/v1/whoami/:tenant_id',
@@ -69,8 +68,8 @@ export function authRoutes(): RouteSpec[] {
       auth: { kind: 'tenant', signed: true },
       response: 'whoami.view',
       handler: whoami,
-    },
-    {
+    }),
+    route({
       gateway: 'ingest',
       method: 'GET',
       path: '/v1/whoami',
@@ -79,6 +78,6 @@ export function authRoutes(): RouteSpec[] {
       auth: { kind: 'tenant', signed: true },
       response: 'whoami.view',
       handler: whoami,
-    },
+    }),
   ];
 }

@@ -12,7 +12,7 @@ import {
   type ResolvedWindow,
 } from '../../core/leaderboards/queries';
 import { errors } from '../../http/errors';
-import type { RouteSpec } from '../../http/route';
+import { route, type RouteSpec } from '../../http/route';
 
 export interface LeaderboardQueryDeps {
   sql: Sql;
@@ -74,41 +74,39 @@ export function leaderboardQueryRoutes(deps: LeaderboardQueryDeps): RouteSpec[] 
   } as const;
 
   return [
-    {
+    route({
       ...common,
       path: '/v1/leaderboards/:leaderboard_id',
       summary: 'A page of standings (window rules: omitted, current, or a window key)',
       query: 'leaderboard.page.query',
       response: 'leaderboard.page.view',
-      handler: async ({ params, query, tenant }) => {
-        const q = query as { limit: number; offset: number; window_key?: string };
-        const b = await board(tenant!.id, params.leaderboard_id!);
+      handler: async ({ params, query: q, tenant }) => {
+        const b = await board(tenant!.id, params.leaderboard_id);
         const w = await resolve(b, q.window_key);
         return presentPage(b, await deps.queries.page(b, w, q.offset, q.limit));
       },
-    },
-    {
+    }),
+    route({
       ...common,
       path: '/v1/leaderboards/:leaderboard_id/user/:user_id',
       summary: 'A page centred on the user (the top when the user has no score)',
       query: 'leaderboard.around.query',
       response: 'leaderboard.around.view',
-      handler: async ({ params, query, tenant }) => {
-        const q = query as { limit: number; window_key?: string };
-        const b = await board(tenant!.id, params.leaderboard_id!);
+      handler: async ({ params, query: q, tenant }) => {
+        const b = await board(tenant!.id, params.leaderboard_id);
         const w = await resolve(b, q.window_key);
-        const p = await deps.queries.around(b, w, params.user_id!, q.limit);
+        const p = await deps.queries.around(b, w, params.user_id, q.limit);
         return { ...(await presentPage(b, p)), user_id: params.user_id, found: p.found };
       },
-    },
-    {
+    }),
+    route({
       ...common,
       path: '/v1/leaderboards/:leaderboard_id/rank/:user_id',
       summary: "The user's rank in the latest window",
       response: 'leaderboard.rank.view',
       handler: async ({ params, tenant }) => {
-        const b = await board(tenant!.id, params.leaderboard_id!);
-        const { window: w, me } = await deps.queries.latestWith(b, params.user_id!);
+        const b = await board(tenant!.id, params.leaderboard_id);
+        const { window: w, me } = await deps.queries.latestWith(b, params.user_id);
         const r = await deps.queries.rankOf(b, w, me);
         return {
           leaderboard_id: b.leaderboard_id,
@@ -117,15 +115,15 @@ export function leaderboardQueryRoutes(deps: LeaderboardQueryDeps): RouteSpec[] 
           ...r,
         };
       },
-    },
-    {
+    }),
+    route({
       ...common,
       path: '/v1/leaderboards/:leaderboard_id/score/:user_id',
       summary: "The user's score in the latest window",
       response: 'leaderboard.score.view',
       handler: async ({ params, tenant }) => {
-        const b = await board(tenant!.id, params.leaderboard_id!);
-        const { window: w, me } = await deps.queries.latestWith(b, params.user_id!);
+        const b = await board(tenant!.id, params.leaderboard_id);
+        const { window: w, me } = await deps.queries.latestWith(b, params.user_id);
         return {
           leaderboard_id: b.leaderboard_id,
           window_key: w.key.window_key,
@@ -134,27 +132,20 @@ export function leaderboardQueryRoutes(deps: LeaderboardQueryDeps): RouteSpec[] 
           score: me?.score ?? 0,
         };
       },
-    },
-    {
+    }),
+    route({
       ...common,
       tag: 'Snapshots',
       path: '/v1/snapshots/:leaderboard_id',
       summary: 'Historical snapshots of completed windows, newest first',
       query: 'snapshot.list.query',
       response: 'snapshot.list.view',
-      handler: async ({ params, query, tenant }) => {
-        const q = query as { from?: string; to?: string; limit: number };
-        await board(tenant!.id, params.leaderboard_id!);
+      handler: async ({ params, query: q, tenant }) => {
+        await board(tenant!.id, params.leaderboard_id);
         const from = q.from ? Date.parse(q.from) : 0;
         const to = q.to ? Date.parse(q.to) : 4_294_967_295_999;
         if (from > to) throw errors.invalidInput('from must not be after to');
-        const list = await deps.analytics.listSnapshots(
-          tenant!.id,
-          params.leaderboard_id!,
-          from,
-          to,
-          q.limit,
-        );
+        const list = await deps.analytics.listSnapshots(tenant!.id, params.leaderboard_id, from, to, q.limit);
         return {
           leaderboard_id: params.leaderboard_id,
           snapshots: list.map((s) => ({
@@ -165,26 +156,25 @@ export function leaderboardQueryRoutes(deps: LeaderboardQueryDeps): RouteSpec[] 
           })),
         };
       },
-    },
-    {
+    }),
+    route({
       ...common,
       tag: 'Snapshots',
       path: '/v1/snapshots/:leaderboard_id/:snapshot_time',
       summary: 'Top entries of a snapshot',
       query: 'snapshot.page.query',
       response: 'snapshot.page.view',
-      handler: async ({ params, query, tenant }) => {
-        const q = query as { limit: number; offset: number };
-        await board(tenant!.id, params.leaderboard_id!);
-        const t = snapshotTime(params.snapshot_time!);
+      handler: async ({ params, query: q, tenant }) => {
+        await board(tenant!.id, params.leaderboard_id);
+        const t = snapshotTime(params.snapshot_time);
         const entries = await deps.analytics.snapshotEntries(
           tenant!.id,
-          params.leaderboard_id!,
+          params.leaderboard_id,
           t,
           q.offset,
           q.limit,
         );
-        const meta = (await deps.analytics.listSnapshots(tenant!.id, params.leaderboard_id!, t, t + 1, 1))[0];
+        const meta = (await deps.analytics.listSnapshots(tenant!.id, params.leaderboard_id, t, t + 1, 1))[0];
         if (!meta) throw errors.notFound(`No snapshot at ${params.snapshot_time}`);
         return {
           leaderboard_id: params.leaderboard_id,
@@ -196,19 +186,19 @@ export function leaderboardQueryRoutes(deps: LeaderboardQueryDeps): RouteSpec[] 
           offset: q.offset,
         };
       },
-    },
-    {
+    }),
+    route({
       ...common,
       tag: 'Snapshots',
       path: '/v1/snapshots/:leaderboard_id/:snapshot_time/user/:user_id',
       summary: "A user's rank in a snapshot",
       response: 'snapshot.user.view',
       handler: async ({ params, tenant }) => {
-        await board(tenant!.id, params.leaderboard_id!);
-        const t = snapshotTime(params.snapshot_time!);
-        const meta = (await deps.analytics.listSnapshots(tenant!.id, params.leaderboard_id!, t, t + 1, 1))[0];
+        await board(tenant!.id, params.leaderboard_id);
+        const t = snapshotTime(params.snapshot_time);
+        const meta = (await deps.analytics.listSnapshots(tenant!.id, params.leaderboard_id, t, t + 1, 1))[0];
         if (!meta) throw errors.notFound(`No snapshot at ${params.snapshot_time}`);
-        const e = await deps.analytics.snapshotUser(tenant!.id, params.leaderboard_id!, t, params.user_id!);
+        const e = await deps.analytics.snapshotUser(tenant!.id, params.leaderboard_id, t, params.user_id);
         return {
           leaderboard_id: params.leaderboard_id,
           window_key: meta.window_key,
@@ -219,6 +209,6 @@ export function leaderboardQueryRoutes(deps: LeaderboardQueryDeps): RouteSpec[] 
           score: e?.score ?? 0,
         };
       },
-    },
+    }),
   ];
 }

@@ -20,13 +20,19 @@ import {
 import type { Wallet } from '../../core/wallet/wallet';
 import { scope } from '../../http/auth/scopes';
 import { errors } from '../../http/errors';
-import type { AuthRule, RouteSpec } from '../../http/route';
+import { route, type AuthRule, type RouteSpec } from '../../http/route';
+import type { LevelSystemCreate } from '../../schemas/http/types';
 
 const read = { kind: 'admin', scope: scope.read('levels'), tenant: true } as const;
 const write = { kind: 'admin', scope: scope.write('levels'), tenant: true } as const;
 const query = { kind: 'tenant', signed: false } as const;
 
-type LevelsQuery = { level_system_id?: string; user_id?: string };
+/**
+ * Validated levels as core's type. The schema lets a level's `description` be null, which LevelDef
+ * (`description?: string`) does not say: a bridge between the two types, not a conversion (the
+ * levels are stored and answered as they were sent).
+ */
+const asLevels = (levels: LevelSystemCreate['levels']): LevelDef[] => levels as LevelDef[];
 
 export function levelRoutes(deps: { sql: Sql; clock: Clock; wallet: Wallet }): RouteSpec[] {
   const { sql, clock } = deps;
@@ -59,7 +65,7 @@ export function levelRoutes(deps: { sql: Sql; clock: Clock; wallet: Wallet }): R
     }
   };
   const reads = (gateway: 'admin' | 'query', auth: AuthRule): RouteSpec[] => [
-    {
+    route({
       gateway,
       method: 'GET',
       path: '/v1/levels/user/:user_id',
@@ -69,9 +75,9 @@ export function levelRoutes(deps: { sql: Sql; clock: Clock; wallet: Wallet }): R
       query: 'levels.query',
       response: 'level.user.view',
       handler: async ({ tenant, params, query: q }) =>
-        userLevelView(sql, await system(tenant!.id, (q as LevelsQuery).level_system_id), params.user_id!),
-    },
-    {
+        userLevelView(sql, await system(tenant!.id, q.level_system_id), params.user_id),
+    }),
+    route({
       gateway,
       method: 'GET',
       path: '/v1/levels/level/:level_number',
@@ -81,18 +87,18 @@ export function levelRoutes(deps: { sql: Sql; clock: Clock; wallet: Wallet }): R
       query: 'levels.query',
       response: 'level.detail.view',
       handler: async ({ tenant, params, query: q }) => {
-        if (!/^\d{1,6}$/.test(params.level_number!))
+        if (!/^\d{1,6}$/.test(params.level_number))
           throw errors.validation('level_number must be a positive integer');
         const d = await levelDetail(
           sql,
-          await system(tenant!.id, (q as LevelsQuery).level_system_id),
+          await system(tenant!.id, q.level_system_id),
           Number(params.level_number),
         );
         if (!d) throw errors.notFound(`Level ${params.level_number} not found`);
         return d;
       },
-    },
-    {
+    }),
+    route({
       gateway,
       method: 'GET',
       path: '/v1/levels/progression',
@@ -102,17 +108,17 @@ export function levelRoutes(deps: { sql: Sql; clock: Clock; wallet: Wallet }): R
       query: 'levels.query',
       response: 'level.progression.view',
       handler: async (req) => {
-        const q = req.query as LevelsQuery;
+        const q = req.query;
         const user = q.user_id ?? (req.principal?.kind === 'user' ? req.principal.userId : undefined);
         if (!user) throw errors.validation('query.user_id is required');
         return progression(sql, await system(req.tenant!.id, q.level_system_id), user);
       },
-    },
+    }),
   ];
   return [
     ...reads('admin', read),
     ...reads('query', query),
-    {
+    route({
       gateway: 'admin',
       method: 'POST',
       path: '/v1/levels',
@@ -122,23 +128,16 @@ export function levelRoutes(deps: { sql: Sql; clock: Clock; wallet: Wallet }): R
       body: 'level_system.create',
       status: 201,
       response: 'level_system.view',
-      handler: async ({ tenant, body }) => {
-        const b = body as {
-          name: string;
-          description?: string | null;
-          currency_id?: string;
-          reward_config_id?: string | null;
-          levels: LevelDef[];
-        };
-        const levels = normalizeLevels(b.levels);
+      handler: async ({ tenant, body: b }) => {
+        const levels = normalizeLevels(asLevels(b.levels));
         if (!levels.ok) throw errors.validation(levels.error);
         const currency_id = b.currency_id ?? 'xp';
         return withRefs(tenant!.id, { ...b, currency_id }, (q) =>
           createSystem(q, tenant!.id, { ...b, currency_id, levels: levels.levels }, clock.now()),
         );
       },
-    },
-    {
+    }),
+    route({
       gateway: 'admin',
       method: 'GET',
       path: '/v1/levels',
@@ -150,8 +149,8 @@ export function levelRoutes(deps: { sql: Sql; clock: Clock; wallet: Wallet }): R
         const systems = await listSystems(sql, tenant!.id);
         return { level_systems: systems, total: systems.length };
       },
-    },
-    {
+    }),
+    route({
       gateway: 'admin',
       method: 'GET',
       path: '/v1/levels/systems/:level_id',
@@ -160,8 +159,8 @@ export function levelRoutes(deps: { sql: Sql; clock: Clock; wallet: Wallet }): R
       auth: read,
       response: 'level_system.view',
       handler: async ({ tenant, params }) => system(tenant!.id, params.level_id),
-    },
-    {
+    }),
+    route({
       gateway: 'admin',
       method: 'PUT',
       path: '/v1/levels/:level_id',
@@ -170,27 +169,20 @@ export function levelRoutes(deps: { sql: Sql; clock: Clock; wallet: Wallet }): R
       auth: write,
       body: 'level_system.update',
       response: 'level_system.view',
-      handler: async ({ tenant, params, body }) => {
-        const b = body as {
-          name?: string;
-          description?: string | null;
-          currency_id?: string;
-          reward_config_id?: string | null;
-          levels?: LevelDef[];
-        };
+      handler: async ({ tenant, params, body: b }) => {
         await system(tenant!.id, params.level_id);
         let levels: LevelDef[] | undefined;
         if (b.levels) {
-          const n = normalizeLevels(b.levels);
+          const n = normalizeLevels(asLevels(b.levels));
           if (!n.ok) throw errors.validation(n.error);
           levels = n.levels;
         }
         const updated = await withRefs(tenant!.id, b, (q) =>
-          updateSystem(q, tenant!.id, params.level_id!, { ...b, levels }, clock.now()),
+          updateSystem(q, tenant!.id, params.level_id, { ...b, levels }, clock.now()),
         );
         if (!updated) throw errors.notFound(`Level system ${params.level_id} not found`);
         return updated;
       },
-    },
+    }),
   ];
 }

@@ -4,18 +4,12 @@
  * docs/operations.md "Dead letters").
  */
 import type { Queryable } from '../../adapters/sql/types';
-import { listDeadLetters, type DeadLetterFilter } from '../../processors/dead-letters';
-import {
-  TenancyError,
-  type Tenant,
-  type TenantSecrets,
-  type TenantStatus,
-  type TenantStore,
-} from '../../core/tenancy/store';
+import { listDeadLetters } from '../../processors/dead-letters';
+import { TenancyError, type Tenant, type TenantSecrets, type TenantStore } from '../../core/tenancy/store';
 import type { Authenticator } from '../../http/auth/authenticator';
 import { validateTimeframe } from '../../core/windows';
 import { errors } from '../../http/errors';
-import type { RouteSpec } from '../../http/route';
+import { route, type RouteSpec } from '../../http/route';
 
 const root = { kind: 'root' } as const;
 
@@ -47,7 +41,7 @@ export function operatorRoutes(svc: OperatorDeps, deps: { sql: Queryable }): Rou
     return v;
   };
   return [
-    {
+    route({
       gateway: 'admin',
       method: 'POST',
       path: '/v1/tenants',
@@ -59,14 +53,14 @@ export function operatorRoutes(svc: OperatorDeps, deps: { sql: Queryable }): Rou
       status: 201,
       handler: async ({ body }) => {
         try {
-          return presentCreated(await svc.tenants.createTenant(body as { name: string; id?: string }));
+          return presentCreated(await svc.tenants.createTenant(body));
         } catch (err) {
           if (err instanceof TenancyError && err.kind === 'conflict') throw errors.conflict(err.message);
           throw err;
         }
       },
-    },
-    {
+    }),
+    route({
       gateway: 'admin',
       method: 'GET',
       path: '/v1/tenants',
@@ -78,8 +72,8 @@ export function operatorRoutes(svc: OperatorDeps, deps: { sql: Queryable }): Rou
         const tenants = (await svc.tenants.listTenants()).map(presentTenant);
         return { tenants, total: tenants.length };
       },
-    },
-    {
+    }),
+    route({
       gateway: 'admin',
       method: 'GET',
       path: '/v1/tenants/:tenant_id',
@@ -88,9 +82,9 @@ export function operatorRoutes(svc: OperatorDeps, deps: { sql: Queryable }): Rou
       auth: root,
       response: 'tenant.view',
       handler: async ({ params }) =>
-        presentTenant(mustFind(await svc.tenants.getTenant(params.tenant_id!), 'Tenant')),
-    },
-    {
+        presentTenant(mustFind(await svc.tenants.getTenant(params.tenant_id), 'Tenant')),
+    }),
+    route({
       gateway: 'admin',
       method: 'PUT',
       path: '/v1/tenants/:tenant_id',
@@ -99,18 +93,17 @@ export function operatorRoutes(svc: OperatorDeps, deps: { sql: Queryable }): Rou
       auth: root,
       response: 'tenant.view',
       body: 'tenant.update',
-      handler: async ({ params, body }) => {
-        const b = body as { name?: string; status?: TenantStatus; idp?: Tenant['idp']; timezone?: string };
+      handler: async ({ params, body: b }) => {
         if (b.timezone !== undefined) {
           const err = validateTimeframe({ type: 'daily', timezone: b.timezone }, 'body');
           if (err) throw errors.validation(err);
         }
-        const t = mustFind(await svc.tenants.updateTenant(params.tenant_id!, b), 'Tenant');
+        const t = mustFind(await svc.tenants.updateTenant(params.tenant_id, b), 'Tenant');
         svc.auth.invalidate(t.id);
         return presentTenant(t);
       },
-    },
-    {
+    }),
+    route({
       gateway: 'admin',
       method: 'POST',
       path: '/v1/tenants/:tenant_id/rotate-secrets',
@@ -119,12 +112,12 @@ export function operatorRoutes(svc: OperatorDeps, deps: { sql: Queryable }): Rou
       auth: root,
       response: 'tenant.secrets.view',
       handler: async ({ params }) => {
-        const s = mustFind(await svc.tenants.rotateSecrets(params.tenant_id!), 'Tenant');
+        const s = mustFind(await svc.tenants.rotateSecrets(params.tenant_id), 'Tenant');
         svc.auth.invalidate(s.tenant.id);
         return presentCreated(s);
       },
-    },
-    {
+    }),
+    route({
       gateway: 'admin',
       method: 'POST',
       path: '/v1/api-keys',
@@ -134,8 +127,7 @@ export function operatorRoutes(svc: OperatorDeps, deps: { sql: Queryable }): Rou
       response: 'apikey.created.view',
       body: 'apikey.create',
       status: 201,
-      handler: async ({ body }) => {
-        const b = body as { name: string; tenant_ids: string[]; scopes: string[] };
+      handler: async ({ body: b }) => {
         for (const t of b.tenant_ids) {
           if (t !== '*' && !(await svc.tenants.getTenant(t)))
             throw errors.validation(`body.tenant_ids: tenant ${t} not found`);
@@ -150,8 +142,8 @@ export function operatorRoutes(svc: OperatorDeps, deps: { sql: Queryable }): Rou
           created_at: key.created_at,
         };
       },
-    },
-    {
+    }),
+    route({
       gateway: 'admin',
       method: 'GET',
       path: '/v1/api-keys',
@@ -163,8 +155,8 @@ export function operatorRoutes(svc: OperatorDeps, deps: { sql: Queryable }): Rou
         const keys = await svc.tenants.listApiKeys();
         return { api_keys: keys, total: keys.length };
       },
-    },
-    {
+    }),
+    route({
       gateway: 'admin',
       method: 'DELETE',
       path: '/v1/api-keys/:key_id',
@@ -172,9 +164,9 @@ export function operatorRoutes(svc: OperatorDeps, deps: { sql: Queryable }): Rou
       tag: 'Operator',
       auth: root,
       response: 'apikey.view',
-      handler: async ({ params }) => mustFind(await svc.tenants.revokeApiKey(params.key_id!), 'API key'),
-    },
-    {
+      handler: async ({ params }) => mustFind(await svc.tenants.revokeApiKey(params.key_id), 'API key'),
+    }),
+    route({
       gateway: 'admin',
       method: 'GET',
       path: '/v1/operator/dead-letters',
@@ -184,7 +176,7 @@ export function operatorRoutes(svc: OperatorDeps, deps: { sql: Queryable }): Rou
       auth: root,
       response: 'deadletter.list.view',
       query: 'deadletters.query',
-      handler: async ({ query }) => listDeadLetters(deps.sql, query as DeadLetterFilter),
-    },
+      handler: async ({ query }) => listDeadLetters(deps.sql, query),
+    }),
   ];
 }

@@ -6,7 +6,7 @@
 import type { Sql } from '../../adapters/sql/types';
 import { userTierView } from '../../core/wallet/tiers';
 import { errors } from '../../http/errors';
-import type { RouteRequest, RouteSpec } from '../../http/route';
+import { route, type RouteRequest, type RouteSpec } from '../../http/route';
 
 const short = { kind: 'tenant', signed: false } as const;
 const long = { kind: 'tenant', signed: true } as const;
@@ -90,14 +90,13 @@ export function walletQueryRoutes(deps: { sql: Sql }): RouteSpec[] {
   };
   const tier = (req: RouteRequest<unknown, { user_id?: string }>) =>
     userTierView(sql, req.tenant!.id, queriedUser(req));
-  type TxQuery = { user_id?: string; currency_id?: string; limit: number; offset: number };
 
   return [
     // `/v1/wallet/balances/<x>` (x = balances, transactions or tier) also matches a long form with
     // tenant_id "balances": a reserved tenant id, which the long forms pass on (http/route.ts
     // `reservedTenantIds`), so such a URL is always the balance of the currency <x>. Listed first
     // too, so the router and the document's path order agree without that rule.
-    {
+    route({
       ...common,
       path: '/v1/wallet/balances/:currency_id',
       summary: "A user's balance in one currency",
@@ -109,8 +108,8 @@ export function walletQueryRoutes(deps: { sql: Sql }): RouteSpec[] {
         if (!b) throw errors.notFound(`Currency ${req.params.currency_id} not found`);
         return b;
       },
-    },
-    {
+    }),
+    route({
       ...common,
       path: '/v1/wallet/:tenant_id/balances',
       summary: "A user's balances (long form)",
@@ -118,8 +117,8 @@ export function walletQueryRoutes(deps: { sql: Sql }): RouteSpec[] {
       auth: long,
       query: 'wallet.user.query',
       handler: view,
-    },
-    {
+    }),
+    route({
       ...common,
       path: '/v1/wallet/balances',
       summary: "A user's balances",
@@ -127,27 +126,26 @@ export function walletQueryRoutes(deps: { sql: Sql }): RouteSpec[] {
       auth: short,
       query: 'wallet.user.query',
       handler: view,
-    },
-    {
+    }),
+    route({
       ...common,
       path: '/v1/wallet/:tenant_id/transactions',
       summary: "A user's transactions, newest first (long form: an array; default 100, max 1000)",
       response: 'transaction.array.view',
       auth: long,
       query: 'wallet.tx.long.query',
-      handler: async (req) =>
-        (await transactions(req.tenant!.id, req.query as TxQuery, queriedUser(req))).transactions,
-    },
-    {
+      handler: async (req) => (await transactions(req.tenant!.id, req.query, queriedUser(req))).transactions,
+    }),
+    route({
       ...common,
       path: '/v1/wallet/transactions',
       summary: "A user's transactions, newest first ({transactions, total}; default 50, max 100)",
       response: 'transaction.list.view',
       auth: short,
       query: 'wallet.tx.short.query',
-      handler: async (req) => transactions(req.tenant!.id, req.query as TxQuery, queriedUser(req)),
-    },
-    {
+      handler: async (req) => transactions(req.tenant!.id, req.query, queriedUser(req)),
+    }),
+    route({
       ...common,
       path: '/v1/wallet/:tenant_id/tier',
       summary: "A user's loyalty tier, or null (long form)",
@@ -155,8 +153,8 @@ export function walletQueryRoutes(deps: { sql: Sql }): RouteSpec[] {
       auth: long,
       query: 'wallet.user.query',
       handler: tier,
-    },
-    {
+    }),
+    route({
       ...common,
       path: '/v1/wallet/tier',
       summary: "A user's loyalty tier, or null",
@@ -164,6 +162,6 @@ export function walletQueryRoutes(deps: { sql: Sql }): RouteSpec[] {
       auth: short,
       query: 'wallet.user.query',
       handler: tier,
-    },
+    }),
   ];
 }

@@ -15,12 +15,12 @@ import {
 import { PING } from '../../core/webhooks/events';
 import { pingBody, recordPing } from '../../core/webhooks/queue';
 import { signatureHeaders } from '../../core/webhooks/signing';
-import type { Delivery, DeliveryStatus, WebhookRow, WebhookStore } from '../../core/webhooks/store';
+import type { Delivery, WebhookRow, WebhookStore } from '../../core/webhooks/store';
 import { deliveryHeaders, systemResolver, WebhookSender } from '../../core/webhooks/sender';
 import type { WebhookConfig } from '../../runtime/config';
 import { scope } from '../../http/auth/scopes';
 import { errors } from '../../http/errors';
-import type { RouteSpec } from '../../http/route';
+import { route, type RouteSpec } from '../../http/route';
 import { validateOrThrow } from '../../http/validate';
 import { bothForms } from '../leaderboards/admin';
 
@@ -138,231 +138,237 @@ export function webhookAdminRoutes(deps: WebhookAdminDeps): RouteSpec[] {
   };
 
   return [
-    ...bothForms({
-      gateway: 'admin',
-      method: 'POST',
-      path: '/v1/webhooks',
-      summary: 'Register a webhook endpoint; its signing secret (whsec_...) is shown only in this answer',
-      tag: TAG,
-      auth: write,
-      body: 'webhook.create',
-      status: 201,
-      response: 'webhook.secret.view',
-      errors: [503],
-      handler: async ({ body, tenant }) => {
-        const b = body as {
-          url: string;
-          event_types: string[];
-          description?: string | null;
-          active: boolean;
-        };
-        await checkRegistrable(b.url);
-        const { webhook, secret } = await store.create(tenant!.id, b);
-        return { ...presentWebhook(webhook), secret };
-      },
-    }),
-    ...bothForms({
-      gateway: 'admin',
-      method: 'GET',
-      path: '/v1/webhooks',
-      summary: 'List webhook endpoints (no secrets)',
-      tag: TAG,
-      auth: read,
-      query: 'webhook.list.query',
-      response: 'webhook.list.view',
-      handler: async ({ query, tenant }) => {
-        const q = query as { active?: boolean; limit: number; offset: number };
-        const { items, total } = await store.list(tenant!.id, q);
-        return { webhooks: items.map(presentWebhook), total, limit: q.limit, offset: q.offset };
-      },
-    }),
-    ...bothForms({
-      gateway: 'admin',
-      method: 'GET',
-      path: '/v1/webhooks/:webhook_id',
-      summary: 'Get a webhook endpoint, with why it was disabled, if it was',
-      tag: TAG,
-      auth: read,
-      response: 'webhook.view',
-      handler: async ({ params, tenant }) => presentWebhook(await mustGet(tenant!.id, params.webhook_id!)),
-    }),
-    ...bothForms({
-      gateway: 'admin',
-      method: 'PUT',
-      path: '/v1/webhooks/:webhook_id',
-      summary: 'Change a webhook endpoint; {"active": true} turns a disabled one back on',
-      tag: TAG,
-      auth: write,
-      body: 'webhook.update',
-      response: 'webhook.view',
-      errors: [503],
-      handler: async ({ params, body, tenant }) => {
-        const patch = body as Parameters<WebhookStore['update']>[2];
-        if (patch.url !== undefined) await checkRegistrable(patch.url);
-        const w = await store.update(tenant!.id, params.webhook_id!, patch);
-        if (!w) throw errors.notFound(`Webhook ${params.webhook_id} not found`);
-        return presentWebhook(w);
-      },
-    }),
-    ...bothForms({
-      gateway: 'admin',
-      method: 'DELETE',
-      path: '/v1/webhooks/:webhook_id',
-      summary: 'Delete a webhook endpoint with its pending deliveries and delivery log',
-      tag: TAG,
-      auth: write,
-      status: 204,
-      handler: async ({ params, tenant }) => {
-        if (!(await store.delete(tenant!.id, params.webhook_id!)))
-          throw errors.notFound(`Webhook ${params.webhook_id} not found`);
-      },
-    }),
-    ...bothForms({
-      gateway: 'admin',
-      method: 'POST',
-      path: '/v1/webhooks/:webhook_id/rotate-secret',
-      summary:
-        'New signing secret (shown once); the current one keeps signing beside it for overlap_seconds (default 24 h)',
-      tag: TAG,
-      auth: write,
-      query: 'webhook.rotate.query',
-      response: 'webhook.secret.view',
-      handler: async ({ params, query, body, tenant }) => {
-        noBody(body);
-        const q = query as { overlap_seconds: number };
-        const r = await store.rotateSecret(tenant!.id, params.webhook_id!, q.overlap_seconds * 1000);
-        if (!r) throw errors.notFound(`Webhook ${params.webhook_id} not found`);
-        return { ...presentWebhook(r.webhook), secret: r.secret };
-      },
-    }),
-    ...bothForms({
-      gateway: 'admin',
-      method: 'POST',
-      path: '/v1/webhooks/:webhook_id/ping',
-      summary:
-        'Send a signed ping event to the endpoint now (also when it is off) and answer with the delivery and its attempt',
-      tag: TAG,
-      auth: write,
-      response: 'delivery.view',
-      handler: async ({ params, body, tenant }) => {
-        noBody(body);
-        const w = await mustGet(tenant!.id, params.webhook_id!);
-        const id = randomUUID();
-        const startedAt = clock.now();
-        const payload = pingBody(tenant!.id, w.id, startedAt);
-        const headers = {
-          ...signatureHeaders(store.signingSecrets(w, startedAt), id, startedAt / 1000, payload),
-          ...deliveryHeaders(PING, 1),
-        };
-        const result = await sender.send(w.url, headers, payload);
-        await recordPing(
-          deps.sql,
-          { id, tenant_id: tenant!.id, webhook_id: w.id, body: payload },
-          result,
-          startedAt,
-          clock.now(),
-        );
-        return presentDelivery((await store.getDelivery(tenant!.id, w.id, id))!, true);
-      },
-    }),
-    ...bothForms({
-      gateway: 'admin',
-      method: 'GET',
-      path: '/v1/webhooks/:webhook_id/deliveries',
-      summary:
-        'The delivery log of an endpoint, newest first: each delivery with its attempts (time, status code, duration, error)',
-      tag: TAG,
-      auth: read,
-      query: 'webhook.deliveries.query',
-      response: 'delivery.list.view',
-      handler: async ({ params, query, tenant }) => {
-        const q = query as {
-          status?: DeliveryStatus;
-          event_type?: string;
-          since?: string;
-          until?: string;
-          limit: number;
-          offset: number;
-        };
-        await mustGet(tenant!.id, params.webhook_id!);
-        const { items, total } = await store.listDeliveries(tenant!.id, params.webhook_id!, {
-          status: q.status,
-          event_type: q.event_type,
-          since: time(q.since),
-          until: time(q.until),
-          limit: q.limit,
-          offset: q.offset,
-        });
-        return {
-          deliveries: items.map((d) => presentDelivery(d)),
-          total,
-          limit: q.limit,
-          offset: q.offset,
-        };
-      },
-    }),
-    ...bothForms({
-      gateway: 'admin',
-      method: 'GET',
-      path: '/v1/webhooks/:webhook_id/deliveries/:delivery_id',
-      summary: 'One delivery with its attempts and its payload',
-      tag: TAG,
-      auth: read,
-      response: 'delivery.view',
-      handler: async ({ params, tenant }) => {
-        const d = await store.getDelivery(tenant!.id, params.webhook_id!, params.delivery_id!);
-        if (!d) throw errors.notFound(`Delivery ${params.delivery_id} not found`);
-        return presentDelivery(d, true);
-      },
-    }),
-    ...bothForms({
-      gateway: 'admin',
-      method: 'POST',
-      path: '/v1/webhooks/:webhook_id/deliveries/replay',
-      summary: 'Replay every dead-lettered delivery of the endpoint (optionally by event_type and time)',
-      tag: TAG,
-      auth: write,
-      query: 'webhook.replay.query',
-      response: 'delivery.replay.view',
-      handler: async ({ params, query, body, tenant }) => {
-        noBody(body);
-        const q = query as { event_type?: string; since?: string; until?: string };
-        const w = await mustGet(tenant!.id, params.webhook_id!);
-        if (!w.active) throw inactive(w);
-        const replayed = await store.replayDead(tenant!.id, w.id, {
-          event_type: q.event_type,
-          since: time(q.since),
-          until: time(q.until),
-        });
-        return { webhook_id: w.id, replayed };
-      },
-    }),
-    ...bothForms({
-      gateway: 'admin',
-      method: 'POST',
-      path: '/v1/webhooks/:webhook_id/deliveries/:delivery_id/replay',
-      summary: 'Replay one dead-lettered delivery: same id, a fresh retry schedule',
-      tag: TAG,
-      auth: write,
-      response: 'delivery.view',
-      handler: async ({ params, body, tenant }) => {
-        noBody(body);
-        return requeue(tenant!.id, params.webhook_id!, params.delivery_id!, true);
-      },
-    }),
-    ...bothForms({
-      gateway: 'admin',
-      method: 'POST',
-      path: '/v1/webhooks/:webhook_id/deliveries/:delivery_id/redeliver',
-      summary: 'Send any past delivery again (same id, so receivers can drop what they already have)',
-      tag: TAG,
-      auth: write,
-      response: 'delivery.view',
-      handler: async ({ params, body, tenant }) => {
-        noBody(body);
-        return requeue(tenant!.id, params.webhook_id!, params.delivery_id!, false);
-      },
-    }),
+    ...bothForms(
+      route({
+        gateway: 'admin',
+        method: 'POST',
+        path: '/v1/webhooks',
+        summary: 'Register a webhook endpoint; its signing secret (whsec_...) is shown only in this answer',
+        tag: TAG,
+        auth: write,
+        body: 'webhook.create',
+        status: 201,
+        response: 'webhook.secret.view',
+        errors: [503],
+        handler: async ({ body: b, tenant }) => {
+          await checkRegistrable(b.url);
+          const { webhook, secret } = await store.create(tenant!.id, b);
+          return { ...presentWebhook(webhook), secret };
+        },
+      }),
+    ),
+    ...bothForms(
+      route({
+        gateway: 'admin',
+        method: 'GET',
+        path: '/v1/webhooks',
+        summary: 'List webhook endpoints (no secrets)',
+        tag: TAG,
+        auth: read,
+        query: 'webhook.list.query',
+        response: 'webhook.list.view',
+        handler: async ({ query: q, tenant }) => {
+          const { items, total } = await store.list(tenant!.id, q);
+          return { webhooks: items.map(presentWebhook), total, limit: q.limit, offset: q.offset };
+        },
+      }),
+    ),
+    ...bothForms(
+      route({
+        gateway: 'admin',
+        method: 'GET',
+        path: '/v1/webhooks/:webhook_id',
+        summary: 'Get a webhook endpoint, with why it was disabled, if it was',
+        tag: TAG,
+        auth: read,
+        response: 'webhook.view',
+        handler: async ({ params, tenant }) => presentWebhook(await mustGet(tenant!.id, params.webhook_id)),
+      }),
+    ),
+    ...bothForms(
+      route({
+        gateway: 'admin',
+        method: 'PUT',
+        path: '/v1/webhooks/:webhook_id',
+        summary: 'Change a webhook endpoint; {"active": true} turns a disabled one back on',
+        tag: TAG,
+        auth: write,
+        body: 'webhook.update',
+        response: 'webhook.view',
+        errors: [503],
+        handler: async ({ params, body: patch, tenant }) => {
+          if (patch.url !== undefined) await checkRegistrable(patch.url);
+          const w = await store.update(tenant!.id, params.webhook_id, patch);
+          if (!w) throw errors.notFound(`Webhook ${params.webhook_id} not found`);
+          return presentWebhook(w);
+        },
+      }),
+    ),
+    ...bothForms(
+      route({
+        gateway: 'admin',
+        method: 'DELETE',
+        path: '/v1/webhooks/:webhook_id',
+        summary: 'Delete a webhook endpoint with its pending deliveries and delivery log',
+        tag: TAG,
+        auth: write,
+        status: 204,
+        handler: async ({ params, tenant }) => {
+          if (!(await store.delete(tenant!.id, params.webhook_id)))
+            throw errors.notFound(`Webhook ${params.webhook_id} not found`);
+        },
+      }),
+    ),
+    ...bothForms(
+      route({
+        gateway: 'admin',
+        method: 'POST',
+        path: '/v1/webhooks/:webhook_id/rotate-secret',
+        summary:
+          'New signing secret (shown once); the current one keeps signing beside it for overlap_seconds (default 24 h)',
+        tag: TAG,
+        auth: write,
+        query: 'webhook.rotate.query',
+        response: 'webhook.secret.view',
+        handler: async ({ params, query: q, body, tenant }) => {
+          noBody(body);
+          const r = await store.rotateSecret(tenant!.id, params.webhook_id, q.overlap_seconds * 1000);
+          if (!r) throw errors.notFound(`Webhook ${params.webhook_id} not found`);
+          return { ...presentWebhook(r.webhook), secret: r.secret };
+        },
+      }),
+    ),
+    ...bothForms(
+      route({
+        gateway: 'admin',
+        method: 'POST',
+        path: '/v1/webhooks/:webhook_id/ping',
+        summary:
+          'Send a signed ping event to the endpoint now (also when it is off) and answer with the delivery and its attempt',
+        tag: TAG,
+        auth: write,
+        response: 'delivery.view',
+        handler: async ({ params, body, tenant }) => {
+          noBody(body);
+          const w = await mustGet(tenant!.id, params.webhook_id);
+          const id = randomUUID();
+          const startedAt = clock.now();
+          const payload = pingBody(tenant!.id, w.id, startedAt);
+          const headers = {
+            ...signatureHeaders(store.signingSecrets(w, startedAt), id, startedAt / 1000, payload),
+            ...deliveryHeaders(PING, 1),
+          };
+          const result = await sender.send(w.url, headers, payload);
+          await recordPing(
+            deps.sql,
+            { id, tenant_id: tenant!.id, webhook_id: w.id, body: payload },
+            result,
+            startedAt,
+            clock.now(),
+          );
+          return presentDelivery((await store.getDelivery(tenant!.id, w.id, id))!, true);
+        },
+      }),
+    ),
+    ...bothForms(
+      route({
+        gateway: 'admin',
+        method: 'GET',
+        path: '/v1/webhooks/:webhook_id/deliveries',
+        summary:
+          'The delivery log of an endpoint, newest first: each delivery with its attempts (time, status code, duration, error)',
+        tag: TAG,
+        auth: read,
+        query: 'webhook.deliveries.query',
+        response: 'delivery.list.view',
+        handler: async ({ params, query: q, tenant }) => {
+          await mustGet(tenant!.id, params.webhook_id);
+          const { items, total } = await store.listDeliveries(tenant!.id, params.webhook_id, {
+            status: q.status,
+            event_type: q.event_type,
+            since: time(q.since),
+            until: time(q.until),
+            limit: q.limit,
+            offset: q.offset,
+          });
+          return {
+            deliveries: items.map((d) => presentDelivery(d)),
+            total,
+            limit: q.limit,
+            offset: q.offset,
+          };
+        },
+      }),
+    ),
+    ...bothForms(
+      route({
+        gateway: 'admin',
+        method: 'GET',
+        path: '/v1/webhooks/:webhook_id/deliveries/:delivery_id',
+        summary: 'One delivery with its attempts and its payload',
+        tag: TAG,
+        auth: read,
+        response: 'delivery.view',
+        handler: async ({ params, tenant }) => {
+          const d = await store.getDelivery(tenant!.id, params.webhook_id, params.delivery_id);
+          if (!d) throw errors.notFound(`Delivery ${params.delivery_id} not found`);
+          return presentDelivery(d, true);
+        },
+      }),
+    ),
+    ...bothForms(
+      route({
+        gateway: 'admin',
+        method: 'POST',
+        path: '/v1/webhooks/:webhook_id/deliveries/replay',
+        summary: 'Replay every dead-lettered delivery of the endpoint (optionally by event_type and time)',
+        tag: TAG,
+        auth: write,
+        query: 'webhook.replay.query',
+        response: 'delivery.replay.view',
+        handler: async ({ params, query: q, body, tenant }) => {
+          noBody(body);
+          const w = await mustGet(tenant!.id, params.webhook_id);
+          if (!w.active) throw inactive(w);
+          const replayed = await store.replayDead(tenant!.id, w.id, {
+            event_type: q.event_type,
+            since: time(q.since),
+            until: time(q.until),
+          });
+          return { webhook_id: w.id, replayed };
+        },
+      }),
+    ),
+    ...bothForms(
+      route({
+        gateway: 'admin',
+        method: 'POST',
+        path: '/v1/webhooks/:webhook_id/deliveries/:delivery_id/replay',
+        summary: 'Replay one dead-lettered delivery: same id, a fresh retry schedule',
+        tag: TAG,
+        auth: write,
+        response: 'delivery.view',
+        handler: async ({ params, body, tenant }) => {
+          noBody(body);
+          return requeue(tenant!.id, params.webhook_id, params.delivery_id, true);
+        },
+      }),
+    ),
+    ...bothForms(
+      route({
+        gateway: 'admin',
+        method: 'POST',
+        path: '/v1/webhooks/:webhook_id/deliveries/:delivery_id/redeliver',
+        summary: 'Send any past delivery again (same id, so receivers can drop what they already have)',
+        tag: TAG,
+        auth: write,
+        response: 'delivery.view',
+        handler: async ({ params, body, tenant }) => {
+          noBody(body);
+          return requeue(tenant!.id, params.webhook_id, params.delivery_id, false);
+        },
+      }),
+    ),
   ];
 }
 
