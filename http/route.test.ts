@@ -1,8 +1,8 @@
 /**
  * The typed route helper: `route()` types a handler's body and query from the schema ids the route
- * names and its params from the path (checked by the compiler: `npx tsc`, the `@ts-expect-error`
- * lines must stay errors), and the chain hands the handler exactly that: validated values with
- * their defaults filled.
+ * names, its params from the path and its tenant from the auth rule (checked by the compiler:
+ * `npx tsc`, the `@ts-expect-error` lines must stay errors), and the chain hands the handler
+ * exactly that: validated values with their defaults filled, and the tenant its rule promises.
  */
 import type { AddressInfo } from 'node:net';
 import { createServer, type Server } from 'node:http';
@@ -10,6 +10,7 @@ import Koa from 'koa';
 import Router from '@koa/router';
 import pino from 'pino';
 import type { RateLimiter } from '../adapters/ratelimit/types';
+import type { Tenant } from '../core/tenancy/store';
 import type { Authenticator } from './auth/authenticator';
 import { renderError } from './gateway';
 import { mountRoutes, route, type RouteSpec } from './route';
@@ -57,6 +58,50 @@ export const typed: RouteSpec[] = [
       return { raw };
     },
   }),
+  // The tenant, narrowed by the auth rule.
+  route({
+    gateway: 'admin',
+    method: 'GET',
+    path: '/v1/things',
+    summary: 'admin, tenant required',
+    tag: 'Test',
+    auth: { kind: 'admin', scope: 'things:read', tenant: true },
+    handler: async ({ tenant }) => tenant.id,
+  }),
+  route({
+    gateway: 'query',
+    method: 'GET',
+    path: '/v1/things',
+    summary: 'tenant credential',
+    tag: 'Test',
+    auth: { kind: 'tenant', signed: true },
+    handler: async ({ tenant }) => tenant.id,
+  }),
+  route({
+    gateway: 'admin',
+    method: 'GET',
+    path: '/v1/whoami',
+    summary: 'admin, tenant optional',
+    tag: 'Test',
+    auth: { kind: 'admin', scope: null, tenant: 'optional' },
+    handler: async ({ tenant }) => {
+      // @ts-expect-error may be null
+      const t: Tenant = tenant;
+      return t;
+    },
+  }),
+  route({
+    gateway: 'admin',
+    method: 'GET',
+    path: '/v1/tenants',
+    summary: 'operator',
+    tag: 'Test',
+    auth: { kind: 'root' },
+    handler: async ({ tenant }) => {
+      const none: null = tenant;
+      return none;
+    },
+  }),
   route({
     gateway: 'admin',
     method: 'POST',
@@ -71,7 +116,10 @@ export const typed: RouteSpec[] = [
 ];
 
 /** A gateway of the given routes with the chain and the error renderer, on a free port. */
-async function serve(routes: RouteSpec[]): Promise<{ url: string; server: Server }> {
+async function serve(
+  routes: RouteSpec[],
+  auth: Partial<Authenticator> = {},
+): Promise<{ url: string; server: Server }> {
   const app = new Koa<GatewayState>();
   const log = pino({ level: 'silent' });
   app.use(async (ctx, next) => {
@@ -85,7 +133,10 @@ async function serve(routes: RouteSpec[]): Promise<{ url: string; server: Server
   });
   const router = new Router<GatewayState>();
   mountRoutes(router, 'admin', routes, {
-    auth: {} as Authenticator,
+    auth: {
+      failures: { refusedUntil: () => null, refuse: () => undefined },
+      ...auth,
+    } as unknown as Authenticator,
     rateLimiter: {} as RateLimiter,
     rateLimit: [],
     clock: { now: () => 0 },
@@ -150,5 +201,72 @@ describe('route()', () => {
       'body.event_types is required',
     );
     expect(seen).toEqual([]);
+  });
+});
+
+describe('route(): the tenant of the auth rule', () => {
+  const tenant: Tenant = {
+    id: 't1',
+    name: 'T1',
+    status: 'active',
+    timezone: 'UTC',
+    idp: null,
+    created_at: '2024-01-01T00:00:00.000Z',
+    updated_at: '2024-01-01T00:00:00.000Z',
+  };
+  let url: string;
+  let server: Server;
+  let ran = 0;
+  beforeAll(async () => {
+    const handler = async ({ tenant }: { tenant: Tenant }) => {
+      ran++;
+      return { tenant_id: tenant.id };
+    };
+    ({ url, server } = await serve(
+      [
+        route({
+          gateway: 'admin',
+          method: 'GET',
+          path: '/v1/tenants/:tenant_id/things',
+          summary: 'admin',
+          tag: 'Test',
+          auth: { kind: 'admin', scope: null, tenant: true },
+          handler,
+        }),
+        route({
+          gateway: 'admin',
+          method: 'GET',
+          path: '/v1/things',
+          summary: 'tenant credential',
+          tag: 'Test',
+          auth: { kind: 'tenant', signed: false },
+          handler,
+        }),
+      ],
+      {
+        admin: async () => ({ kind: 'root' }),
+        tenant: async (id: string) => (id === tenant.id ? { tenant, jwtSecret: 'j', hmacSecret: 'h' } : null),
+        // A credential check that resolved no tenant: the chain must not run the handler.
+        token: async () => ({
+          principal: { kind: 'tenant', tenantId: 'x', via: 'jwt' },
+          tenant: null as never,
+        }),
+      },
+    ));
+  });
+  afterAll(() => new Promise((resolve) => server.close(resolve)));
+
+  it('hands an admin route with tenant: true the tenant of the path', async () => {
+    const res = await fetch(`${url}/v1/tenants/t1/things`);
+    expect([res.status, await res.json()]).toEqual([200, { tenant_id: 't1' }]);
+    const missing = await fetch(`${url}/v1/tenants/t2/things`);
+    expect(missing.status).toBe(404);
+  });
+
+  it('never runs a handler without the tenant its rule promises', async () => {
+    ran = 0;
+    const res = await fetch(`${url}/v1/things`, { headers: { authorization: 'Bearer x' } });
+    expect(res.status).toBe(500);
+    expect(ran).toBe(0);
   });
 });

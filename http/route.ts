@@ -36,6 +36,21 @@ export type AuthRule =
   | { kind: 'admin'; scope: string | null; tenant: boolean | 'optional' }
   | { kind: 'tenant'; signed: boolean };
 
+/** Whether the chain always resolves a tenant for the rule (else the request's tenant may be null). */
+export function resolvesTenant(rule: AuthRule): boolean {
+  return rule.kind === 'tenant' || (rule.kind === 'admin' && rule.tenant === true);
+}
+
+/**
+ * The tenant of a request under an auth rule: `Tenant` where the chain always resolves one (a
+ * tenant credential; an admin rule with `tenant: true`), `null` where it never does, else either.
+ */
+export type TenantOf<A extends AuthRule> = A extends { kind: 'tenant' } | { kind: 'admin'; tenant: true }
+  ? Tenant
+  : A extends { kind: 'public' } | { kind: 'root' } | { kind: 'admin'; tenant: false }
+    ? null
+    : Tenant | null;
+
 /** A schema id in schemas/http/. */
 export type SchemaId = keyof HttpSchemas;
 
@@ -70,7 +85,7 @@ export interface RouteRequest<
   /** Raw request bytes (signatures). */
   raw: Buffer;
   principal: Principal | null;
-  /** The tenant the request acts on (null for public and operator routes). */
+  /** The tenant the request acts on (null for public and operator routes; see `TenantOf`). */
   tenant: T;
   log: Logger;
   requestId: string;
@@ -134,14 +149,15 @@ export interface TypedRoute<
   body?: BS;
   query?: QS;
   /** Returns the response body. */
-  handler: (req: RouteRequest<BodyOf<BS>, QueryOf<QS>, Tenant | null, PathParams<P>>) => Promise<unknown>;
+  handler: (req: RouteRequest<BodyOf<BS>, QueryOf<QS>, TenantOf<A>, PathParams<P>>) => Promise<unknown>;
 }
 
 /**
  * Declares a route whose handler gets a typed request: `body` and `query` typed from the schema
  * ids the route names (schemas/http/types.ts, as the values are after validation, defaults filled),
- * `params` from the path. The chain (mountRoutes) validates the body and query against those
- * schemas before the handler runs.
+ * `tenant` narrowed by the auth rule (`TenantOf`), `params` from the path. The chain (mountRoutes)
+ * guarantees each: it validates the body and query against those schemas, and never runs a
+ * handler without the tenant its rule promises.
  */
 export function route<
   const A extends AuthRule,
@@ -217,6 +233,9 @@ export function mountRoutes(
         throw err;
       }
       const { principal, tenant } = auth;
+      // What `TenantOf` promises the handler (authenticate() resolves it or refuses the request).
+      if (tenant === null && resolvesTenant(spec.auth))
+        throw new Error(`${spec.method} ${spec.path}: the auth rule resolved no tenant`);
       if (tenant) await limit(ctx, spec, `${gateway}:${tenant.id}`, deps, principal);
       if (deferred) throw deferred;
 

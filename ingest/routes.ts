@@ -56,7 +56,7 @@ export function ingestRoutes(deps: IngestDeps): RouteSpec[] {
         // An empty body: VAL_001 on the signed variant (http/route.ts), 400 otherwise.
         if (req.body === undefined) throw errors.validation('Request body is required');
         const parsed = parseEvent(req.body, {
-          tenantId: req.tenant!.id,
+          tenantId: req.tenant.id,
           principal: req.principal!,
           now: deps.clock.now(),
           allowFlat: signed,
@@ -96,7 +96,7 @@ export function ingestRoutes(deps: IngestDeps): RouteSpec[] {
         const accepted: EventRecord[] = [];
         for (const raw of events) {
           const p = parseEvent(raw, {
-            tenantId: req.tenant!.id,
+            tenantId: req.tenant.id,
             principal: req.principal!,
             now,
             allowFlat: signed,

@@ -97,11 +97,11 @@ export function leaderboardAdminRoutes(deps: LeaderboardAdminDeps): RouteSpec[] 
         handler: async ({ body: b, tenant }) => {
           const config = asConfig(b.config);
           checkConfig(config);
-          const created = await withConfigRef(deps, tenant!.id, b.reward_config_id, (q) =>
+          const created = await withConfigRef(deps, tenant.id, b.reward_config_id, (q) =>
             createBoard(
               q,
               {
-                tenant_id: tenant!.id,
+                tenant_id: tenant.id,
                 leaderboard_id: b.leaderboard_id,
                 name: b.name,
                 description: b.description ?? null,
@@ -127,7 +127,7 @@ export function leaderboardAdminRoutes(deps: LeaderboardAdminDeps): RouteSpec[] 
         query: 'leaderboard.list.query',
         response: 'leaderboard.list.view',
         handler: async ({ query: q, tenant }) => {
-          const { items, total } = await listBoards(deps.sql, tenant!.id, q);
+          const { items, total } = await listBoards(deps.sql, tenant.id, q);
           return { leaderboards: items.map(presentBoard), total, limit: q.limit, offset: q.offset };
         },
       }),
@@ -141,7 +141,7 @@ export function leaderboardAdminRoutes(deps: LeaderboardAdminDeps): RouteSpec[] 
         tag: 'Leaderboards',
         auth: read,
         response: 'leaderboard.view',
-        handler: async ({ params, tenant }) => presentBoard(await mustGet(tenant!.id, params.leaderboard_id)),
+        handler: async ({ params, tenant }) => presentBoard(await mustGet(tenant.id, params.leaderboard_id)),
       }),
     ),
     ...bothForms(
@@ -157,10 +157,10 @@ export function leaderboardAdminRoutes(deps: LeaderboardAdminDeps): RouteSpec[] 
         handler: async ({ params, body, tenant }) => {
           const patch = { ...body, config: body.config && asConfig(body.config) };
           checkConfig(patch.config);
-          const b = await withConfigRef(deps, tenant!.id, patch.reward_config_id, (q) =>
-            updateBoard(q, tenant!.id, params.leaderboard_id, patch, deps.clock.now()),
+          const b = await withConfigRef(deps, tenant.id, patch.reward_config_id, (q) =>
+            updateBoard(q, tenant.id, params.leaderboard_id, patch, deps.clock.now()),
           );
-          deps.cache?.forgetBoard(tenant!.id, params.leaderboard_id);
+          deps.cache?.forgetBoard(tenant.id, params.leaderboard_id);
           if (!b) throw errors.notFound(`Leaderboard ${params.leaderboard_id} not found`);
           return presentBoard(b);
         },
@@ -178,12 +178,12 @@ export function leaderboardAdminRoutes(deps: LeaderboardAdminDeps): RouteSpec[] 
         handler: async ({ params, tenant }) => {
           const b = await updateBoard(
             deps.sql,
-            tenant!.id,
+            tenant.id,
             params.leaderboard_id,
             { status: 'archived' },
             deps.clock.now(),
           );
-          deps.cache?.forgetBoard(tenant!.id, params.leaderboard_id);
+          deps.cache?.forgetBoard(tenant.id, params.leaderboard_id);
           if (!b) throw errors.notFound(`Leaderboard ${params.leaderboard_id} not found`);
           return presentBoard(b);
         },
@@ -200,9 +200,9 @@ export function leaderboardAdminRoutes(deps: LeaderboardAdminDeps): RouteSpec[] 
         auth: write,
         response: 'window.close.view',
         handler: async ({ params, tenant }) => {
-          await mustGet(tenant!.id, params.leaderboard_id);
+          await mustGet(tenant.id, params.leaderboard_id);
           const k = {
-            tenant_id: tenant!.id,
+            tenant_id: tenant.id,
             leaderboard_id: params.leaderboard_id,
             window_key: params.window_key,
           };

@@ -81,7 +81,7 @@ export function leaderboardQueryRoutes(deps: LeaderboardQueryDeps): RouteSpec[] 
       query: 'leaderboard.page.query',
       response: 'leaderboard.page.view',
       handler: async ({ params, query: q, tenant }) => {
-        const b = await board(tenant!.id, params.leaderboard_id);
+        const b = await board(tenant.id, params.leaderboard_id);
         const w = await resolve(b, q.window_key);
         return presentPage(b, await deps.queries.page(b, w, q.offset, q.limit));
       },
@@ -93,7 +93,7 @@ export function leaderboardQueryRoutes(deps: LeaderboardQueryDeps): RouteSpec[] 
       query: 'leaderboard.around.query',
       response: 'leaderboard.around.view',
       handler: async ({ params, query: q, tenant }) => {
-        const b = await board(tenant!.id, params.leaderboard_id);
+        const b = await board(tenant.id, params.leaderboard_id);
         const w = await resolve(b, q.window_key);
         const p = await deps.queries.around(b, w, params.user_id, q.limit);
         return { ...(await presentPage(b, p)), user_id: params.user_id, found: p.found };
@@ -105,7 +105,7 @@ export function leaderboardQueryRoutes(deps: LeaderboardQueryDeps): RouteSpec[] 
       summary: "The user's rank in the latest window",
       response: 'leaderboard.rank.view',
       handler: async ({ params, tenant }) => {
-        const b = await board(tenant!.id, params.leaderboard_id);
+        const b = await board(tenant.id, params.leaderboard_id);
         const { window: w, me } = await deps.queries.latestWith(b, params.user_id);
         const r = await deps.queries.rankOf(b, w, me);
         return {
@@ -122,7 +122,7 @@ export function leaderboardQueryRoutes(deps: LeaderboardQueryDeps): RouteSpec[] 
       summary: "The user's score in the latest window",
       response: 'leaderboard.score.view',
       handler: async ({ params, tenant }) => {
-        const b = await board(tenant!.id, params.leaderboard_id);
+        const b = await board(tenant.id, params.leaderboard_id);
         const { window: w, me } = await deps.queries.latestWith(b, params.user_id);
         return {
           leaderboard_id: b.leaderboard_id,
@@ -141,11 +141,11 @@ export function leaderboardQueryRoutes(deps: LeaderboardQueryDeps): RouteSpec[] 
       query: 'snapshot.list.query',
       response: 'snapshot.list.view',
       handler: async ({ params, query: q, tenant }) => {
-        await board(tenant!.id, params.leaderboard_id);
+        await board(tenant.id, params.leaderboard_id);
         const from = q.from ? Date.parse(q.from) : 0;
         const to = q.to ? Date.parse(q.to) : 4_294_967_295_999;
         if (from > to) throw errors.invalidInput('from must not be after to');
-        const list = await deps.analytics.listSnapshots(tenant!.id, params.leaderboard_id, from, to, q.limit);
+        const list = await deps.analytics.listSnapshots(tenant.id, params.leaderboard_id, from, to, q.limit);
         return {
           leaderboard_id: params.leaderboard_id,
           snapshots: list.map((s) => ({
@@ -165,16 +165,16 @@ export function leaderboardQueryRoutes(deps: LeaderboardQueryDeps): RouteSpec[] 
       query: 'snapshot.page.query',
       response: 'snapshot.page.view',
       handler: async ({ params, query: q, tenant }) => {
-        await board(tenant!.id, params.leaderboard_id);
+        await board(tenant.id, params.leaderboard_id);
         const t = snapshotTime(params.snapshot_time);
         const entries = await deps.analytics.snapshotEntries(
-          tenant!.id,
+          tenant.id,
           params.leaderboard_id,
           t,
           q.offset,
           q.limit,
         );
-        const meta = (await deps.analytics.listSnapshots(tenant!.id, params.leaderboard_id, t, t + 1, 1))[0];
+        const meta = (await deps.analytics.listSnapshots(tenant.id, params.leaderboard_id, t, t + 1, 1))[0];
         if (!meta) throw errors.notFound(`No snapshot at ${params.snapshot_time}`);
         return {
           leaderboard_id: params.leaderboard_id,
@@ -194,11 +194,11 @@ export function leaderboardQueryRoutes(deps: LeaderboardQueryDeps): RouteSpec[] 
       summary: "A user's rank in a snapshot",
       response: 'snapshot.user.view',
       handler: async ({ params, tenant }) => {
-        await board(tenant!.id, params.leaderboard_id);
+        await board(tenant.id, params.leaderboard_id);
         const t = snapshotTime(params.snapshot_time);
-        const meta = (await deps.analytics.listSnapshots(tenant!.id, params.leaderboard_id, t, t + 1, 1))[0];
+        const meta = (await deps.analytics.listSnapshots(tenant.id, params.leaderboard_id, t, t + 1, 1))[0];
         if (!meta) throw errors.notFound(`No snapshot at ${params.snapshot_time}`);
-        const e = await deps.analytics.snapshotUser(tenant!.id, params.leaderboard_id, t, params.user_id);
+        const e = await deps.analytics.snapshotUser(tenant.id, params.leaderboard_id, t, params.user_id);
         return {
           leaderboard_id: params.leaderboard_id,
           window_key: meta.window_key,

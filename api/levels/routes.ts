@@ -20,7 +20,7 @@ import {
 import type { Wallet } from '../../core/wallet/wallet';
 import { scope } from '../../http/auth/scopes';
 import { errors } from '../../http/errors';
-import { route, type AuthRule, type RouteSpec } from '../../http/route';
+import { route, type RouteSpec } from '../../http/route';
 import type { LevelSystemCreate } from '../../schemas/http/types';
 
 const read = { kind: 'admin', scope: scope.read('levels'), tenant: true } as const;
@@ -64,7 +64,7 @@ export function levelRoutes(deps: { sql: Sql; clock: Clock; wallet: Wallet }): R
       throw errors.validation(`body.reward_config_id: reward config ${b.reward_config_id} does not exist`);
     }
   };
-  const reads = (gateway: 'admin' | 'query', auth: AuthRule): RouteSpec[] => [
+  const reads = (gateway: 'admin' | 'query', auth: typeof read | typeof query): RouteSpec[] => [
     route({
       gateway,
       method: 'GET',
@@ -75,7 +75,7 @@ export function levelRoutes(deps: { sql: Sql; clock: Clock; wallet: Wallet }): R
       query: 'levels.query',
       response: 'level.user.view',
       handler: async ({ tenant, params, query: q }) =>
-        userLevelView(sql, await system(tenant!.id, q.level_system_id), params.user_id),
+        userLevelView(sql, await system(tenant.id, q.level_system_id), params.user_id),
     }),
     route({
       gateway,
@@ -91,7 +91,7 @@ export function levelRoutes(deps: { sql: Sql; clock: Clock; wallet: Wallet }): R
           throw errors.validation('level_number must be a positive integer');
         const d = await levelDetail(
           sql,
-          await system(tenant!.id, q.level_system_id),
+          await system(tenant.id, q.level_system_id),
           Number(params.level_number),
         );
         if (!d) throw errors.notFound(`Level ${params.level_number} not found`);
@@ -111,7 +111,7 @@ export function levelRoutes(deps: { sql: Sql; clock: Clock; wallet: Wallet }): R
         const q = req.query;
         const user = q.user_id ?? (req.principal?.kind === 'user' ? req.principal.userId : undefined);
         if (!user) throw errors.validation('query.user_id is required');
-        return progression(sql, await system(req.tenant!.id, q.level_system_id), user);
+        return progression(sql, await system(req.tenant.id, q.level_system_id), user);
       },
     }),
   ];
@@ -132,8 +132,8 @@ export function levelRoutes(deps: { sql: Sql; clock: Clock; wallet: Wallet }): R
         const levels = normalizeLevels(asLevels(b.levels));
         if (!levels.ok) throw errors.validation(levels.error);
         const currency_id = b.currency_id ?? 'xp';
-        return withRefs(tenant!.id, { ...b, currency_id }, (q) =>
-          createSystem(q, tenant!.id, { ...b, currency_id, levels: levels.levels }, clock.now()),
+        return withRefs(tenant.id, { ...b, currency_id }, (q) =>
+          createSystem(q, tenant.id, { ...b, currency_id, levels: levels.levels }, clock.now()),
         );
       },
     }),
@@ -146,7 +146,7 @@ export function levelRoutes(deps: { sql: Sql; clock: Clock; wallet: Wallet }): R
       auth: read,
       response: 'level_system.list.view',
       handler: async ({ tenant }) => {
-        const systems = await listSystems(sql, tenant!.id);
+        const systems = await listSystems(sql, tenant.id);
         return { level_systems: systems, total: systems.length };
       },
     }),
@@ -158,7 +158,7 @@ export function levelRoutes(deps: { sql: Sql; clock: Clock; wallet: Wallet }): R
       tag: 'Levels',
       auth: read,
       response: 'level_system.view',
-      handler: async ({ tenant, params }) => system(tenant!.id, params.level_id),
+      handler: async ({ tenant, params }) => system(tenant.id, params.level_id),
     }),
     route({
       gateway: 'admin',
@@ -170,15 +170,15 @@ export function levelRoutes(deps: { sql: Sql; clock: Clock; wallet: Wallet }): R
       body: 'level_system.update',
       response: 'level_system.view',
       handler: async ({ tenant, params, body: b }) => {
-        await system(tenant!.id, params.level_id);
+        await system(tenant.id, params.level_id);
         let levels: LevelDef[] | undefined;
         if (b.levels) {
           const n = normalizeLevels(asLevels(b.levels));
           if (!n.ok) throw errors.validation(n.error);
           levels = n.levels;
         }
-        const updated = await withRefs(tenant!.id, b, (q) =>
-          updateSystem(q, tenant!.id, params.level_id, { ...b, levels }, clock.now()),
+        const updated = await withRefs(tenant.id, b, (q) =>
+          updateSystem(q, tenant.id, params.level_id, { ...b, levels }, clock.now()),
         );
         if (!updated) throw errors.notFound(`Level system ${params.level_id} not found`);
         return updated;

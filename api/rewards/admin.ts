@@ -63,7 +63,7 @@ export function rewardAdminRoutes(deps: { sql: Sql; clock: Clock }): RouteSpec[]
       if (!b.reward_type.trim()) throw errors.validation('body.reward_type must not be blank');
       const err = validatePayload(b.reward_type, b.payload);
       if (err) throw errors.validation(err);
-      return createItem(sql, tenant!.id, b, clock.now());
+      return createItem(sql, tenant.id, b, clock.now());
     },
   });
   const config = async (tenantId: string, id: string) => {
@@ -84,7 +84,7 @@ export function rewardAdminRoutes(deps: { sql: Sql; clock: Clock }): RouteSpec[]
         auth: read,
         query: 'list.query',
         handler: async ({ tenant, query: q }) => {
-          const r = await listItems(sql, tenant!.id, q.limit, q.offset);
+          const r = await listItems(sql, tenant.id, q.limit, q.offset);
           return { reward_items: r.items, total: r.total, limit: q.limit, offset: q.offset };
         },
       }),
@@ -98,7 +98,7 @@ export function rewardAdminRoutes(deps: { sql: Sql; clock: Clock }): RouteSpec[]
         response: 'reward_item.view',
         auth: read,
         handler: async ({ tenant, params }) => {
-          const i = await getItem(sql, tenant!.id, params.item_id);
+          const i = await getItem(sql, tenant.id, params.item_id);
           if (!i) throw errors.notFound(`Reward item ${params.item_id} not found`);
           return i;
         },
@@ -114,12 +114,12 @@ export function rewardAdminRoutes(deps: { sql: Sql; clock: Clock }): RouteSpec[]
         auth: write,
         body: 'reward_item.update',
         handler: async ({ tenant, params, body: b }) => {
-          const cur = await getItem(sql, tenant!.id, params.item_id);
+          const cur = await getItem(sql, tenant.id, params.item_id);
           if (!cur) throw errors.notFound(`Reward item ${params.item_id} not found`);
           if (b.name !== undefined && !b.name.trim()) throw errors.validation('body.name must not be blank');
           const err = validatePayload(b.reward_type ?? cur.reward_type, b.payload ?? cur.payload);
           if (err) throw errors.validation(err);
-          const updated = await updateItem(sql, tenant!.id, params.item_id, b, clock.now());
+          const updated = await updateItem(sql, tenant.id, params.item_id, b, clock.now());
           // Deleted between the check and the update: 404, not a 200 with a null body.
           if (!updated) throw errors.notFound(`Reward item ${params.item_id} not found`);
           return updated;
@@ -137,8 +137,8 @@ export function rewardAdminRoutes(deps: { sql: Sql; clock: Clock }): RouteSpec[]
         handler: async ({ tenant, params }) => {
           const id = params.item_id;
           const r = await inUseOnRace(
-            () => sql.tx((q) => deleteItem(q, tenant!.id, id)),
-            async () => inUseMessage(`reward item ${id}`, await usersOfItem(sql, tenant!.id, id)),
+            () => sql.tx((q) => deleteItem(q, tenant.id, id)),
+            async () => inUseMessage(`reward item ${id}`, await usersOfItem(sql, tenant.id, id)),
           );
           if (!r) throw errors.notFound(`Reward item ${id} not found`);
           if ('in_use' in r) throw errors.conflict(r.in_use);
@@ -168,9 +168,9 @@ export function rewardAdminRoutes(deps: { sql: Sql; clock: Clock }): RouteSpec[]
         const tiers = asTiers(b.tiers);
         return missingItemOnRace(() =>
           sql.tx(async (q) => {
-            const err = await validateTiers(q, req.tenant!.id, tiers);
+            const err = await validateTiers(q, req.tenant.id, tiers);
             if (err) throw errors.validation(err);
-            return createConfig(q, req.tenant!.id, { ...b, tiers }, clock.now());
+            return createConfig(q, req.tenant.id, { ...b, tiers }, clock.now());
           }),
         );
       },
@@ -184,7 +184,7 @@ export function rewardAdminRoutes(deps: { sql: Sql; clock: Clock }): RouteSpec[]
       auth: read,
       query: 'list.query',
       handler: async ({ tenant, query: q }) => {
-        const r = await listConfigs(sql, tenant!.id, q.limit, q.offset);
+        const r = await listConfigs(sql, tenant.id, q.limit, q.offset);
         return { reward_configs: r.configs, total: r.total, limit: q.limit, offset: q.offset };
       },
     }),
@@ -195,7 +195,7 @@ export function rewardAdminRoutes(deps: { sql: Sql; clock: Clock }): RouteSpec[]
       summary: 'Get a reward config',
       response: 'reward_config.view',
       auth: read,
-      handler: async ({ tenant, params }) => config(tenant!.id, params.reward_id),
+      handler: async ({ tenant, params }) => config(tenant.id, params.reward_id),
     }),
     route({
       ...common,
@@ -206,15 +206,15 @@ export function rewardAdminRoutes(deps: { sql: Sql; clock: Clock }): RouteSpec[]
       auth: write,
       body: 'reward_config.update',
       handler: async ({ tenant, params, body: b }) => {
-        await config(tenant!.id, params.reward_id);
+        await config(tenant.id, params.reward_id);
         const tiers = b.tiers && asTiers(b.tiers);
         const updated = await missingItemOnRace(() =>
           sql.tx(async (q) => {
             if (tiers) {
-              const err = await validateTiers(q, tenant!.id, tiers);
+              const err = await validateTiers(q, tenant.id, tiers);
               if (err) throw errors.validation(err);
             }
-            return updateConfig(q, tenant!.id, params.reward_id, { ...b, tiers }, clock.now());
+            return updateConfig(q, tenant.id, params.reward_id, { ...b, tiers }, clock.now());
           }),
         );
         if (!updated) throw errors.notFound(`Reward config ${params.reward_id} not found`);
@@ -231,8 +231,8 @@ export function rewardAdminRoutes(deps: { sql: Sql; clock: Clock }): RouteSpec[]
       handler: async ({ tenant, params }) => {
         const id = params.reward_id;
         const r = await inUseOnRace(
-          () => sql.tx((q) => deleteConfig(q, tenant!.id, id)),
-          async () => inUseMessage(`reward config ${id}`, await usersOfConfig(sql, tenant!.id, id)),
+          () => sql.tx((q) => deleteConfig(q, tenant.id, id)),
+          async () => inUseMessage(`reward config ${id}`, await usersOfConfig(sql, tenant.id, id)),
         );
         if (!r) throw errors.notFound(`Reward config ${id} not found`);
         if ('in_use' in r) throw errors.conflict(r.in_use);
@@ -251,7 +251,7 @@ export function rewardAdminRoutes(deps: { sql: Sql; clock: Clock }): RouteSpec[]
         query: 'grants.query',
         handler: async ({ tenant, query: q }) => {
           if (!q.user_id) throw errors.validation('query.user_id is required');
-          return { user_id: q.user_id, ...(await grantsOf(sql, tenant!.id, q.user_id, q.limit, q.offset)) };
+          return { user_id: q.user_id, ...(await grantsOf(sql, tenant.id, q.user_id, q.limit, q.offset)) };
         },
       }),
     ),
@@ -272,7 +272,7 @@ export function rewardQueryRoutes(deps: { sql: Sql }): RouteSpec[] {
       handler: async ({ tenant, params, query: q }) => {
         return {
           user_id: params.user_id,
-          ...(await grantsOf(deps.sql, tenant!.id, params.user_id, q.limit, q.offset)),
+          ...(await grantsOf(deps.sql, tenant.id, params.user_id, q.limit, q.offset)),
         };
       },
     }),

@@ -116,7 +116,7 @@ export function walletAdminRoutes(deps: WalletAdminDeps): RouteSpec[] {
           try {
             const r = await sql.tx((q) =>
               deps.wallet[kind === 'grant' ? 'credit' : 'debit'](q, {
-                tenant_id: tenant!.id,
+                tenant_id: tenant.id,
                 user_id: b.user_id,
                 currency_id: b.currency_id,
                 amount: b.amount,
@@ -157,7 +157,7 @@ export function walletAdminRoutes(deps: WalletAdminDeps): RouteSpec[] {
           const r = await sql.query<Currency>(
             `INSERT INTO currencies (tenant_id, id, name, symbol, is_spendable, decimal_places, created_at, updated_at)
            VALUES ($1, $2, $3, $4, $5, $6, $7, $7) ON CONFLICT DO NOTHING RETURNING *`,
-            [tenant!.id, b.id, b.name, b.symbol ?? null, b.is_spendable, b.decimal_places, now()],
+            [tenant.id, b.id, b.name, b.symbol ?? null, b.is_spendable, b.decimal_places, now()],
           );
           if (!r.rows[0]) throw errors.conflict(`Currency ${b.id} already exists`);
           return presentCurrency(r.rows[0]);
@@ -174,7 +174,7 @@ export function walletAdminRoutes(deps: WalletAdminDeps): RouteSpec[] {
         auth: read,
         handler: async ({ tenant }) => {
           const r = await sql.query<Currency>('SELECT * FROM currencies WHERE tenant_id = $1 ORDER BY id', [
-            tenant!.id,
+            tenant.id,
           ]);
           return { currencies: r.rows.map(presentCurrency), total: r.rows.length };
         },
@@ -189,7 +189,7 @@ export function walletAdminRoutes(deps: WalletAdminDeps): RouteSpec[] {
         response: 'currency.view',
         auth: read,
         handler: async ({ tenant, params }) =>
-          presentCurrency(await mustCurrency(tenant!.id, params.currency_id)),
+          presentCurrency(await mustCurrency(tenant.id, params.currency_id)),
       }),
     ),
     ...walletForms(
@@ -207,7 +207,7 @@ export function walletAdminRoutes(deps: WalletAdminDeps): RouteSpec[] {
              is_spendable = COALESCE($6, is_spendable), decimal_places = COALESCE($7, decimal_places), active = COALESCE($8, active), updated_at = $9
            WHERE tenant_id = $1 AND id = $2 RETURNING *`,
             [
-              tenant!.id,
+              tenant.id,
               params.currency_id,
               b.name ?? null,
               b.symbol !== undefined,
@@ -234,7 +234,7 @@ export function walletAdminRoutes(deps: WalletAdminDeps): RouteSpec[] {
         handler: async ({ tenant, params }) => {
           const r = await sql.query<Currency>(
             'UPDATE currencies SET active = false, updated_at = $3 WHERE tenant_id = $1 AND id = $2 RETURNING *',
-            [tenant!.id, params.currency_id, now()],
+            [tenant.id, params.currency_id, now()],
           );
           if (!r.rows[0]) throw errors.notFound(`Currency ${params.currency_id} not found`);
           return presentCurrency(r.rows[0]);
@@ -255,10 +255,10 @@ export function walletAdminRoutes(deps: WalletAdminDeps): RouteSpec[] {
         handler: async ({ tenant, body: b }) => {
           const err = validateRule(b);
           if (err) throw errors.validation(err);
-          await checkCurrency(tenant!.id, b.currency_id);
+          await checkCurrency(tenant.id, b.currency_id);
           return createRule(
             sql,
-            tenant!.id,
+            tenant.id,
             {
               name: b.name,
               currency_id: b.currency_id,
@@ -285,7 +285,7 @@ export function walletAdminRoutes(deps: WalletAdminDeps): RouteSpec[] {
         response: 'earning_rule.list.view',
         auth: read,
         handler: async ({ tenant }) => {
-          const rules = await listRules(sql, tenant!.id);
+          const rules = await listRules(sql, tenant.id);
           return { earning_rules: rules, total: rules.length };
         },
       }),
@@ -299,7 +299,7 @@ export function walletAdminRoutes(deps: WalletAdminDeps): RouteSpec[] {
         response: 'earning_rule.view',
         auth: read,
         handler: async ({ tenant, params }) => {
-          const r = await getRule(sql, tenant!.id, params.rule_id);
+          const r = await getRule(sql, tenant.id, params.rule_id);
           if (!r) throw errors.notFound(`Earning rule ${params.rule_id} not found`);
           return r;
         },
@@ -315,12 +315,12 @@ export function walletAdminRoutes(deps: WalletAdminDeps): RouteSpec[] {
         auth: write,
         body: 'earning_rule.update',
         handler: async ({ tenant, params, body: b }) => {
-          const cur = await getRule(sql, tenant!.id, params.rule_id);
+          const cur = await getRule(sql, tenant.id, params.rule_id);
           if (!cur) throw errors.notFound(`Earning rule ${params.rule_id} not found`);
           const err = validateRule({ ...cur, ...b });
           if (err) throw errors.validation(err);
-          await checkCurrency(tenant!.id, b.currency_id);
-          const updated = await updateRule(sql, tenant!.id, params.rule_id, b, clock.now());
+          await checkCurrency(tenant.id, b.currency_id);
+          const updated = await updateRule(sql, tenant.id, params.rule_id, b, clock.now());
           if (!updated) throw errors.notFound(`Earning rule ${params.rule_id} not found`);
           return updated;
         },
@@ -335,7 +335,7 @@ export function walletAdminRoutes(deps: WalletAdminDeps): RouteSpec[] {
         response: 'earning_rule.view',
         auth: write,
         handler: async ({ tenant, params }) => {
-          const r = await deleteRule(sql, tenant!.id, params.rule_id);
+          const r = await deleteRule(sql, tenant.id, params.rule_id);
           if (!r) throw errors.notFound(`Earning rule ${params.rule_id} not found`);
           return r;
         },
@@ -353,12 +353,12 @@ export function walletAdminRoutes(deps: WalletAdminDeps): RouteSpec[] {
         body: 'tier.create',
         status: 201,
         handler: async ({ tenant, body: b }) => {
-          await checkCurrency(tenant!.id, b.currency_id);
+          await checkCurrency(tenant.id, b.currency_id);
           const r = await sql.query<Parameters<typeof toTier>[0]>(
             `INSERT INTO tiers (tenant_id, id, tier_name, tier_level, min_lifetime_points, currency_id, icon_url, badge_color, benefits, created_at, updated_at)
            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10) ON CONFLICT DO NOTHING RETURNING *`,
             [
-              tenant!.id,
+              tenant.id,
               randomUUID(),
               b.tier_name,
               b.tier_level,
@@ -387,7 +387,7 @@ export function walletAdminRoutes(deps: WalletAdminDeps): RouteSpec[] {
         handler: async ({ tenant }) => {
           const r = await sql.query<Parameters<typeof toTier>[0]>(
             'SELECT * FROM tiers WHERE tenant_id = $1 ORDER BY currency_id, tier_level',
-            [tenant!.id],
+            [tenant.id],
           );
           return { tiers: r.rows.map(toTier), total: r.rows.length };
         },
@@ -404,7 +404,7 @@ export function walletAdminRoutes(deps: WalletAdminDeps): RouteSpec[] {
         handler: async ({ tenant, params }) => {
           const r = await sql.query<Parameters<typeof toTier>[0]>(
             'SELECT * FROM tiers WHERE tenant_id = $1 AND id = $2',
-            [tenant!.id, params.tier_id],
+            [tenant.id, params.tier_id],
           );
           if (!r.rows[0]) throw errors.notFound(`Tier ${params.tier_id} not found`);
           return toTier(r.rows[0]);
@@ -421,7 +421,7 @@ export function walletAdminRoutes(deps: WalletAdminDeps): RouteSpec[] {
         auth: write,
         body: 'tier.update',
         handler: async ({ tenant, params, body: b }) => {
-          await checkCurrency(tenant!.id, b.currency_id);
+          await checkCurrency(tenant.id, b.currency_id);
           const update = sql.query<Parameters<typeof toTier>[0]>(
             `UPDATE tiers SET tier_name = COALESCE($3, tier_name), tier_level = COALESCE($4, tier_level),
              min_lifetime_points = COALESCE($5, min_lifetime_points), currency_id = COALESCE($6, currency_id),
@@ -429,7 +429,7 @@ export function walletAdminRoutes(deps: WalletAdminDeps): RouteSpec[] {
              benefits = COALESCE($11::jsonb, benefits), updated_at = $12
            WHERE tenant_id = $1 AND id = $2 RETURNING *`,
             [
-              tenant!.id,
+              tenant.id,
               params.tier_id,
               b.tier_name ?? null,
               b.tier_level ?? null,
@@ -460,7 +460,7 @@ export function walletAdminRoutes(deps: WalletAdminDeps): RouteSpec[] {
         handler: async ({ tenant, params }) => {
           const r = await sql.query<Parameters<typeof toTier>[0]>(
             'DELETE FROM tiers WHERE tenant_id = $1 AND id = $2 RETURNING *',
-            [tenant!.id, params.tier_id],
+            [tenant.id, params.tier_id],
           );
           if (!r.rows[0]) throw errors.notFound(`Tier ${params.tier_id} not found`);
           return toTier(r.rows[0]);

@@ -4,6 +4,7 @@
  * the JWT). An end-user token reads only its own user; `user_id` defaults to it.
  */
 import type { Sql } from '../../adapters/sql/types';
+import type { Tenant } from '../../core/tenancy/store';
 import { userTierView } from '../../core/wallet/tiers';
 import { errors } from '../../http/errors';
 import { route, type RouteRequest, type RouteSpec } from '../../http/route';
@@ -84,12 +85,12 @@ export function walletQueryRoutes(deps: { sql: Sql }): RouteSpec[] {
     };
   };
   const common = { gateway: 'query', method: 'GET', tag: 'Wallet' } as const;
-  const view = async (req: RouteRequest<unknown, { user_id?: string }>) => {
+  const view = async (req: RouteRequest<unknown, { user_id?: string }, Tenant>) => {
     const user = queriedUser(req);
-    return { tenant_id: req.tenant!.id, user_id: user, balances: await balances(req.tenant!.id, user) };
+    return { tenant_id: req.tenant.id, user_id: user, balances: await balances(req.tenant.id, user) };
   };
-  const tier = (req: RouteRequest<unknown, { user_id?: string }>) =>
-    userTierView(sql, req.tenant!.id, queriedUser(req));
+  const tier = (req: RouteRequest<unknown, { user_id?: string }, Tenant>) =>
+    userTierView(sql, req.tenant.id, queriedUser(req));
 
   return [
     // `/v1/wallet/balances/<x>` (x = balances, transactions or tier) also matches a long form with
@@ -104,7 +105,7 @@ export function walletQueryRoutes(deps: { sql: Sql }): RouteSpec[] {
       auth: short,
       query: 'wallet.user.query',
       handler: async (req) => {
-        const b = (await balances(req.tenant!.id, queriedUser(req), req.params.currency_id))[0];
+        const b = (await balances(req.tenant.id, queriedUser(req), req.params.currency_id))[0];
         if (!b) throw errors.notFound(`Currency ${req.params.currency_id} not found`);
         return b;
       },
@@ -134,7 +135,7 @@ export function walletQueryRoutes(deps: { sql: Sql }): RouteSpec[] {
       response: 'transaction.array.view',
       auth: long,
       query: 'wallet.tx.long.query',
-      handler: async (req) => (await transactions(req.tenant!.id, req.query, queriedUser(req))).transactions,
+      handler: async (req) => (await transactions(req.tenant.id, req.query, queriedUser(req))).transactions,
     }),
     route({
       ...common,
@@ -143,7 +144,7 @@ export function walletQueryRoutes(deps: { sql: Sql }): RouteSpec[] {
       response: 'transaction.list.view',
       auth: short,
       query: 'wallet.tx.short.query',
-      handler: async (req) => transactions(req.tenant!.id, req.query, queriedUser(req)),
+      handler: async (req) => transactions(req.tenant.id, req.query, queriedUser(req)),
     }),
     route({
       ...common,

@@ -152,7 +152,7 @@ export function webhookAdminRoutes(deps: WebhookAdminDeps): RouteSpec[] {
         errors: [503],
         handler: async ({ body: b, tenant }) => {
           await checkRegistrable(b.url);
-          const { webhook, secret } = await store.create(tenant!.id, b);
+          const { webhook, secret } = await store.create(tenant.id, b);
           return { ...presentWebhook(webhook), secret };
         },
       }),
@@ -168,7 +168,7 @@ export function webhookAdminRoutes(deps: WebhookAdminDeps): RouteSpec[] {
         query: 'webhook.list.query',
         response: 'webhook.list.view',
         handler: async ({ query: q, tenant }) => {
-          const { items, total } = await store.list(tenant!.id, q);
+          const { items, total } = await store.list(tenant.id, q);
           return { webhooks: items.map(presentWebhook), total, limit: q.limit, offset: q.offset };
         },
       }),
@@ -182,7 +182,7 @@ export function webhookAdminRoutes(deps: WebhookAdminDeps): RouteSpec[] {
         tag: TAG,
         auth: read,
         response: 'webhook.view',
-        handler: async ({ params, tenant }) => presentWebhook(await mustGet(tenant!.id, params.webhook_id)),
+        handler: async ({ params, tenant }) => presentWebhook(await mustGet(tenant.id, params.webhook_id)),
       }),
     ),
     ...bothForms(
@@ -198,7 +198,7 @@ export function webhookAdminRoutes(deps: WebhookAdminDeps): RouteSpec[] {
         errors: [503],
         handler: async ({ params, body: patch, tenant }) => {
           if (patch.url !== undefined) await checkRegistrable(patch.url);
-          const w = await store.update(tenant!.id, params.webhook_id, patch);
+          const w = await store.update(tenant.id, params.webhook_id, patch);
           if (!w) throw errors.notFound(`Webhook ${params.webhook_id} not found`);
           return presentWebhook(w);
         },
@@ -214,7 +214,7 @@ export function webhookAdminRoutes(deps: WebhookAdminDeps): RouteSpec[] {
         auth: write,
         status: 204,
         handler: async ({ params, tenant }) => {
-          if (!(await store.delete(tenant!.id, params.webhook_id)))
+          if (!(await store.delete(tenant.id, params.webhook_id)))
             throw errors.notFound(`Webhook ${params.webhook_id} not found`);
         },
       }),
@@ -232,7 +232,7 @@ export function webhookAdminRoutes(deps: WebhookAdminDeps): RouteSpec[] {
         response: 'webhook.secret.view',
         handler: async ({ params, query: q, body, tenant }) => {
           noBody(body);
-          const r = await store.rotateSecret(tenant!.id, params.webhook_id, q.overlap_seconds * 1000);
+          const r = await store.rotateSecret(tenant.id, params.webhook_id, q.overlap_seconds * 1000);
           if (!r) throw errors.notFound(`Webhook ${params.webhook_id} not found`);
           return { ...presentWebhook(r.webhook), secret: r.secret };
         },
@@ -250,10 +250,10 @@ export function webhookAdminRoutes(deps: WebhookAdminDeps): RouteSpec[] {
         response: 'delivery.view',
         handler: async ({ params, body, tenant }) => {
           noBody(body);
-          const w = await mustGet(tenant!.id, params.webhook_id);
+          const w = await mustGet(tenant.id, params.webhook_id);
           const id = randomUUID();
           const startedAt = clock.now();
-          const payload = pingBody(tenant!.id, w.id, startedAt);
+          const payload = pingBody(tenant.id, w.id, startedAt);
           const headers = {
             ...signatureHeaders(store.signingSecrets(w, startedAt), id, startedAt / 1000, payload),
             ...deliveryHeaders(PING, 1),
@@ -261,12 +261,12 @@ export function webhookAdminRoutes(deps: WebhookAdminDeps): RouteSpec[] {
           const result = await sender.send(w.url, headers, payload);
           await recordPing(
             deps.sql,
-            { id, tenant_id: tenant!.id, webhook_id: w.id, body: payload },
+            { id, tenant_id: tenant.id, webhook_id: w.id, body: payload },
             result,
             startedAt,
             clock.now(),
           );
-          return presentDelivery((await store.getDelivery(tenant!.id, w.id, id))!, true);
+          return presentDelivery((await store.getDelivery(tenant.id, w.id, id))!, true);
         },
       }),
     ),
@@ -282,8 +282,8 @@ export function webhookAdminRoutes(deps: WebhookAdminDeps): RouteSpec[] {
         query: 'webhook.deliveries.query',
         response: 'delivery.list.view',
         handler: async ({ params, query: q, tenant }) => {
-          await mustGet(tenant!.id, params.webhook_id);
-          const { items, total } = await store.listDeliveries(tenant!.id, params.webhook_id, {
+          await mustGet(tenant.id, params.webhook_id);
+          const { items, total } = await store.listDeliveries(tenant.id, params.webhook_id, {
             status: q.status,
             event_type: q.event_type,
             since: time(q.since),
@@ -310,7 +310,7 @@ export function webhookAdminRoutes(deps: WebhookAdminDeps): RouteSpec[] {
         auth: read,
         response: 'delivery.view',
         handler: async ({ params, tenant }) => {
-          const d = await store.getDelivery(tenant!.id, params.webhook_id, params.delivery_id);
+          const d = await store.getDelivery(tenant.id, params.webhook_id, params.delivery_id);
           if (!d) throw errors.notFound(`Delivery ${params.delivery_id} not found`);
           return presentDelivery(d, true);
         },
@@ -328,9 +328,9 @@ export function webhookAdminRoutes(deps: WebhookAdminDeps): RouteSpec[] {
         response: 'delivery.replay.view',
         handler: async ({ params, query: q, body, tenant }) => {
           noBody(body);
-          const w = await mustGet(tenant!.id, params.webhook_id);
+          const w = await mustGet(tenant.id, params.webhook_id);
           if (!w.active) throw inactive(w);
-          const replayed = await store.replayDead(tenant!.id, w.id, {
+          const replayed = await store.replayDead(tenant.id, w.id, {
             event_type: q.event_type,
             since: time(q.since),
             until: time(q.until),
@@ -350,7 +350,7 @@ export function webhookAdminRoutes(deps: WebhookAdminDeps): RouteSpec[] {
         response: 'delivery.view',
         handler: async ({ params, body, tenant }) => {
           noBody(body);
-          return requeue(tenant!.id, params.webhook_id, params.delivery_id, true);
+          return requeue(tenant.id, params.webhook_id, params.delivery_id, true);
         },
       }),
     ),
@@ -365,7 +365,7 @@ export function webhookAdminRoutes(deps: WebhookAdminDeps): RouteSpec[] {
         response: 'delivery.view',
         handler: async ({ params, body, tenant }) => {
           noBody(body);
-          return requeue(tenant!.id, params.webhook_id, params.delivery_id, false);
+          return requeue(tenant.id, params.webhook_id, params.delivery_id, false);
         },
       }),
     ),
