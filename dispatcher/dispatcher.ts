@@ -26,9 +26,9 @@ import {
 } from '../core/webhooks/queue';
 import { signatureHeaders } from '../core/webhooks/signing';
 import type { DeliveryRow, WebhookRow, WebhookStore } from '../core/webhooks/store';
-import type { WebhookConfig } from '../runtime/config';
-import type { Logger } from '../runtime/logger';
-import type { Metrics } from '../runtime/metrics';
+import type { WebhookConfig } from '../shared/settings';
+import type { Logger } from '../shared/logger';
+import type { Metrics } from '../shared/metrics';
 import { deliveryHeaders, WebhookSender } from '../core/webhooks/sender';
 
 export interface DispatcherDeps {

@@ -6,7 +6,7 @@
  */
 import type { Sql } from '../adapters/sql/types';
 import { purgeBefore } from '../core/webhooks/queue';
-import type { Logger } from '../runtime/logger';
+import type { Logger } from '../shared/logger';
 import type { ScheduledJob } from '../core/jobs';
 
 export function webhookRetentionJob(

@@ -11,6 +11,7 @@ import Router from '@koa/router';
 import pino from 'pino';
 import type { RateLimiter } from '../adapters/ratelimit/types';
 import type { Tenant } from '../core/tenancy/store';
+import { WalletError } from '../core/wallet/wallet';
 import type { Authenticator } from './auth/authenticator';
 import { renderError } from './gateway';
 import { mountRoutes, route, type RouteSpec } from './route';
@@ -268,5 +269,32 @@ describe('route(): the tenant of the auth rule', () => {
     const res = await fetch(`${url}/v1/things`, { headers: { authorization: 'Bearer x' } });
     expect(res.status).toBe(500);
     expect(ran).toBe(0);
+  });
+});
+
+describe('route(): domain errors', () => {
+  it('answers what a handler throws as http/domain-errors.ts maps it', async () => {
+    const { url, server } = await serve([
+      route({
+        gateway: 'admin',
+        method: 'POST',
+        path: '/v1/spend',
+        summary: 'throws a wallet error',
+        tag: 'Test',
+        auth: open,
+        handler: async () => {
+          throw new WalletError('insufficient_balance', 'Balance 3 is below 5');
+        },
+      }),
+    ]);
+    try {
+      const res = await fetch(`${url}/v1/spend`, { method: 'POST' });
+      expect([res.status, await res.json()]).toEqual([
+        402,
+        { error: { code: 'INSUFFICIENT_BALANCE', message: 'Balance 3 is below 5', status: 402 } },
+      ]);
+    } finally {
+      await new Promise((resolve) => server.close(resolve));
+    }
   });
 });

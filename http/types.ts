@@ -1,7 +1,7 @@
 /** The types the HTTP kit's modules share (kept apart so that they import no module of the kit). */
 import type Koa from 'koa';
 import type Router from '@koa/router';
-import type { Logger } from '../runtime/logger';
+import type { Logger } from '../shared/logger';
 
 export type GatewayName = 'ingest' | 'admin' | 'query';
 /** A gateway, or the operations listener (runtime/ops.ts). */

@@ -7,8 +7,8 @@
 import { LocalEventLog } from '../adapters/eventlog/local';
 import type { EventLog } from '../adapters/eventlog/types';
 import type { Sql } from '../adapters/sql/types';
-import { createLogger } from '../runtime/logger';
-import { Metrics } from '../runtime/metrics';
+import { createLogger } from '../shared/logger';
+import { Metrics } from '../shared/metrics';
 import { EVENTS_TOPIC, type EventRecord, type Topic } from '../schemas/topics';
 import { openTestPglite, uniqueName } from '../tests/support/stack';
 import { waitFor } from '../tests/support/wait';

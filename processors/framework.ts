@@ -23,8 +23,8 @@
 import type { Batch, Consumer, EventLog, LogRecord } from '../adapters/eventlog/types';
 import type { Queryable, Sql } from '../adapters/sql/types';
 import type { Topic } from '../schemas/topics';
-import type { Logger } from '../runtime/logger';
-import type { Metrics } from '../runtime/metrics';
+import type { Logger } from '../shared/logger';
+import type { Metrics } from '../shared/metrics';
 import { readOffsets } from './offsets';
 
 export type Outcome =

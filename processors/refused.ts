@@ -1,13 +1,13 @@
 /**
  * One bad row must not stop a derived store's feed (issue 11): before a batch goes to a store that
  * validates its input (the rank index, the analytics store), each row is checked with the store's
- * own rules (adapters/ranks/validate.ts, adapters/analytics/rows.ts, shared by both adapters of
+ * own rules (adapters/ranks/validate.ts, core/history/rows.ts, shared by both adapters of
  * each port). Refused rows are skipped with a log line and the `ludus_skipped_rows_total` metric;
  * the rest is written and the feed's position moves on. A store that fails for another reason (it
  * is down) still throws, and the batch is retried.
  */
-import type { Logger } from '../runtime/logger';
-import type { Metrics } from '../runtime/metrics';
+import type { Logger } from '../shared/logger';
+import type { Metrics } from '../shared/metrics';
 
 export interface Refused<T> {
   row: T;

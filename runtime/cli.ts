@@ -22,7 +22,7 @@ import { localSecrets } from './secrets-files';
 import { openSql, StartupError } from './compose';
 import { welcome } from './welcome';
 import { ConfigError, loadConfig, ROLES, type Config } from './config';
-import { createLogger } from './logger';
+import { createLogger } from '../shared/logger';
 import { startRoles } from './roles';
 import { mintToken, parseExpiresIn, type TokenKind } from './tokens';
 import { version } from '../package.json';

@@ -12,7 +12,7 @@ import { migrate } from '../adapters/sql/migrate';
 import type { Sql } from '../adapters/sql/types';
 import { systemClock, type Clock } from '../core/clock';
 import type { Config } from './config';
-import type { Logger } from './logger';
+import type { Logger } from '../shared/logger';
 
 export interface Adapters {
   sql: Sql;

@@ -3,6 +3,9 @@
  * Every variable is documented in README.md ("Configuration"). A bad value fails with a
  * ConfigError that names the variable; no setting falls through silently to a default.
  */
+import type { RateLimitSpec, WebhookConfig } from '../shared/settings';
+
+export type { RateLimitSpec, WebhookConfig } from '../shared/settings';
 import { resolve } from 'node:path';
 
 export const ROLES = ['ingest', 'api', 'processors', 'scheduler', 'dispatcher', 'analytics'] as const;
@@ -90,23 +93,6 @@ export interface Config {
   webhooks: WebhookConfig;
 }
 
-export interface WebhookConfig {
-  /** Delays between attempts, ms (LUDUS_WEBHOOK_RETRY_SCHEDULE); attempts = length + 1. */
-  retryScheduleMs: number[];
-  /** Deliver to loopback, private, link-local and other special addresses (tests, closed networks). */
-  allowPrivate: boolean;
-  /** Whole-attempt timeout (connect, request, response), ms; SPEC.md: 5 s. */
-  timeoutMs: number;
-  /** How long finished deliveries and their attempts are kept, ms. */
-  retentionMs: number;
-  /** An endpoint with no successful delivery for this long while failing is disabled, ms; 0 never. */
-  disableAfterMs: number;
-  /** Endpoints one dispatcher delivers to at once. */
-  concurrency: number;
-  /** How often the dispatcher looks for new outbox rows and due deliveries, ms. */
-  pollMs: number;
-}
-
 /** The documented default schedule (docs/webhooks.md): 10 retries over about 24 hours. */
 export const DEFAULT_WEBHOOK_RETRY_SCHEDULE = '5,30,120,600,1800,3600,7200,14400,28800,28800';
 
@@ -124,8 +110,6 @@ export function parseRetrySchedule(variable: string, raw: string): number[] {
     return Math.round(Number(p) * 1000);
   });
 }
-
-export type RateLimitSpec = Array<{ limit: number; windowMs: number }>;
 
 const UNIT_MS: Record<string, number> = { s: 1000, m: 60000, h: 3600000, d: 86400000 };
 

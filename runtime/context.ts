@@ -4,8 +4,8 @@ import type { Clock } from '../core/clock';
 import type { Random } from '../core/random';
 import type { Adapters } from './compose';
 import type { Config } from './config';
-import type { Logger } from './logger';
-import type { Metrics } from './metrics';
+import type { Logger } from '../shared/logger';
+import type { Metrics } from '../shared/metrics';
 import type { Services } from './services';
 
 /** What the composition root hands to every role: built once, passed explicitly. */

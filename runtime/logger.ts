@@ -1,13 +1,2 @@
-import pino, { type Logger } from 'pino';
-
-export type { Logger };
-
-/** Structured JSON logs on stdout, one object per line. */
-export function createLogger(level: string, base: Record<string, unknown> = {}): Logger {
-  return pino({
-    level,
-    base: { service: 'ludus', ...base },
-    timestamp: pino.stdTimeFunctions.isoTime,
-    formatters: { level: (label) => ({ level: label }) },
-  });
-}
+/** Moved to shared/logger.ts (a leaf every layer may import); this re-export goes once no module imports it here. */
+export * from '../shared/logger';

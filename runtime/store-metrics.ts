@@ -7,7 +7,7 @@
  */
 import { Gauge, type Registry } from 'prom-client';
 import type { Sql } from '../adapters/sql/types';
-import type { Logger } from './logger';
+import type { Logger } from '../shared/logger';
 
 const STORE_READ_TIMEOUT_MS = 2000;
 

@@ -8,7 +8,7 @@
 import { closeWindow, exportSnapshot, type ClosingDeps } from '../core/leaderboards/closing';
 import { dueWindows, unexportedWindows, type WindowKey } from '../core/leaderboards/store';
 import { purgeProcessedEvents } from '../processors/pipeline/pipeline';
-import type { Logger } from '../runtime/logger';
+import type { Logger } from '../shared/logger';
 import { ITEM_BACKOFF, ItemRetry } from './backoff';
 import type { ScheduledJob } from './scheduler';
 

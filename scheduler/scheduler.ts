@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import type { Sql } from '../adapters/sql/types';
 import type { Clock } from '../core/clock';
-import type { Logger } from '../runtime/logger';
-import type { Metrics } from '../runtime/metrics';
+import type { Logger } from '../shared/logger';
+import type { Metrics } from '../shared/metrics';
 import { backoffDelay, JOB_BACKOFF, type BackoffPolicy } from './backoff';
 
 import type { ScheduledJob } from '../core/jobs';

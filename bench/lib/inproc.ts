@@ -5,7 +5,7 @@
  */
 import { openApp } from '../../runtime/app';
 import { loadConfig, type Role } from '../../runtime/config';
-import { createLogger } from '../../runtime/logger';
+import { createLogger } from '../../shared/logger';
 import { startRoles } from '../../runtime/roles';
 import { createBoard, createCurrency, createRule, createTenant, pool, type TenantSecrets } from './admin';
 import { CURRENCY } from './events';

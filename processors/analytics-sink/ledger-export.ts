@@ -13,8 +13,8 @@
 import { checkTransaction } from '../../core/history/rows';
 import type { Analytics, AnalyticsTransaction } from '../../adapters/analytics/types';
 import type { Sql } from '../../adapters/sql/types';
-import type { Logger } from '../../runtime/logger';
-import type { Metrics } from '../../runtime/metrics';
+import type { Logger } from '../../shared/logger';
+import type { Metrics } from '../../shared/metrics';
 import { reportRefused, splitRefused } from '../refused';
 
 export const OVERLAP = 1000;

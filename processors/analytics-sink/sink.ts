@@ -3,8 +3,8 @@ import type { Analytics, AnalyticsEvent } from '../../adapters/analytics/types';
 import type { Consumer, EventLog } from '../../adapters/eventlog/types';
 import type { Sql } from '../../adapters/sql/types';
 import { EVENTS_TOPIC } from '../../schemas/topics';
-import type { Logger } from '../../runtime/logger';
-import type { Metrics } from '../../runtime/metrics';
+import type { Logger } from '../../shared/logger';
+import type { Metrics } from '../../shared/metrics';
 import { readOffsets, storeOffset } from '../offsets';
 import { reportRefused, splitRefused } from '../refused';
 

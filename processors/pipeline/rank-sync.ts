@@ -22,8 +22,8 @@ import type { Queryable, Sql } from '../../adapters/sql/types';
 import { boardKey } from '../../core/leaderboards/board-key';
 import type { LeaderboardConfig } from '../../core/leaderboards/definition';
 import { openScoresOfPartition, type ScoreRow } from '../../core/leaderboards/store';
-import type { Logger } from '../../runtime/logger';
-import type { Metrics } from '../../runtime/metrics';
+import type { Logger } from '../../shared/logger';
+import type { Metrics } from '../../shared/metrics';
 import { reportRefused, splitRefused } from '../refused';
 
 export const REBUILD_CHUNK = 5000;

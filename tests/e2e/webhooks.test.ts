@@ -20,7 +20,7 @@ import { enqueue } from '../../core/outbox';
 import { verifySignature } from '../../core/webhooks/signing';
 import { WebhookSender } from '../../core/webhooks/sender';
 import { webhookRetentionJob } from '../../dispatcher/retention';
-import { createLogger } from '../../runtime/logger';
+import { createLogger } from '../../shared/logger';
 import {
   call,
   createKey,

@@ -10,7 +10,7 @@ import { SignJWT } from 'jose';
 import { openApp, type OpenedApp } from '../../runtime/app';
 import { loadConfig } from '../../runtime/config';
 import type { AppContext } from '../../runtime/context';
-import { createLogger } from '../../runtime/logger';
+import { createLogger } from '../../shared/logger';
 import { startRoles, type RunningRoles } from '../../runtime/roles';
 import type { Clock } from '../../core/clock';
 import { removeStackState, stateOfEnv } from './cleanup';
