@@ -16,7 +16,7 @@ import { ALL_SCOPES, FEATURES } from '../http/auth/scopes';
 import { systemClock } from '../core/clock';
 import { SecretBox } from '../core/tenancy/secrets';
 import { TenancyError, TenantStore } from '../core/tenancy/store';
-import { listDeadLetters } from '../processors/dead-letters';
+import { listDeadLetters } from '../core/dead-letters';
 import { openApp } from './app';
 import { localSecrets } from './secrets-files';
 import { openSql, StartupError } from './compose';

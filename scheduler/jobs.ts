@@ -7,7 +7,7 @@
  */
 import { closeWindow, exportSnapshot, type ClosingDeps } from '../core/leaderboards/closing';
 import { dueWindows, unexportedWindows, type WindowKey } from '../core/leaderboards/store';
-import { purgeProcessedEvents } from '../processors/pipeline/pipeline';
+import { purgeProcessedEvents } from '../core/events/processed';
 import type { Logger } from '../shared/logger';
 import { ITEM_BACKOFF, ItemRetry } from './backoff';
 import type { ScheduledJob } from './scheduler';

@@ -23,7 +23,7 @@
  * RETENTION note in the class for the plan).
  */
 import { EventEmitter } from 'node:events';
-import { Mutex } from '../sql/mutex';
+import { Mutex } from '../../shared/mutex';
 import type { Sql } from '../sql/types';
 import type { Topic } from '../../schemas/topics';
 import type {

@@ -34,7 +34,7 @@ import {
   checkUpdate,
   checkWatermark,
   compareEntries,
-} from './validate';
+} from '../../core/leaderboards/rank-input';
 
 /** Immutable: an update replaces the entry object (the tree's separators may refer to old ones). */
 class Entry implements RankEntry {

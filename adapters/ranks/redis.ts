@@ -57,7 +57,7 @@ import {
   checkStream,
   checkUpdate,
   checkWatermark,
-} from './validate';
+} from '../../core/leaderboards/rank-input';
 
 export interface RedisRankIndexOptions {
   /** A Redis URL such as redis://127.0.0.1:6379/0, or an ioredis client the caller owns. */

@@ -1,6 +1,6 @@
 import { PGlite } from '@electric-sql/pglite';
 import { lockDir, type DirLock } from './dirlock';
-import { Mutex } from './mutex';
+import { Mutex } from '../../shared/mutex';
 import type { Queryable, QueryResult, Sql } from './types';
 
 /**

@@ -22,7 +22,7 @@ import type { Queryable, Sql } from '../../adapters/sql/types';
 import type { FactBus, PayoutReport } from '../facts';
 import type { Logger } from '../../shared/logger';
 import type { Metrics } from '../../shared/metrics';
-import { reportRefused, splitRefused } from '../../processors/refused';
+import { reportRefused, splitRefused } from '../refused';
 import { normalizeScore } from './aggregate';
 import { boardKey } from './board-key';
 import type { LeaderboardCache } from './cache';

@@ -15,7 +15,7 @@ import type { Analytics, AnalyticsTransaction } from '../../adapters/analytics/t
 import type { Sql } from '../../adapters/sql/types';
 import type { Logger } from '../../shared/logger';
 import type { Metrics } from '../../shared/metrics';
-import { reportRefused, splitRefused } from '../refused';
+import { reportRefused, splitRefused } from '../../core/refused';
 
 export const OVERLAP = 1000;
 const BATCH = 5000;

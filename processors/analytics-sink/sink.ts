@@ -6,7 +6,7 @@ import { EVENTS_TOPIC } from '../../schemas/topics';
 import type { Logger } from '../../shared/logger';
 import type { Metrics } from '../../shared/metrics';
 import { readOffsets, storeOffset } from '../offsets';
-import { reportRefused, splitRefused } from '../refused';
+import { reportRefused, splitRefused } from '../../core/refused';
 
 export const ANALYTICS_GROUP = 'ludus.analytics-sink';
 

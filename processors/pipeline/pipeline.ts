@@ -5,10 +5,11 @@
  * more step each), then the offset (processors/framework.ts). The rank index is updated after the
  * commit (the scoring step's afterCommit, ./rank-sync.ts).
  */
-import type { EventLog, LogRecord } from '../../adapters/eventlog/types';
+import type { EventLog } from '../../adapters/eventlog/types';
 import type { RankIndex } from '../../adapters/ranks/types';
 import type { Queryable, Sql } from '../../adapters/sql/types';
 import type { Clock } from '../../core/clock';
+import { markProcessed } from '../../core/events/processed';
 import { eventView } from '../../core/leaderboards/definition';
 import type { Wallet } from '../../core/wallet/wallet';
 import type { Logger } from '../../shared/logger';
@@ -47,7 +48,10 @@ export function pipelineProcessor(deps: PipelineDeps): Processor<EventRecord> {
     resumeFrom: (partitions, stored) => rankSync.resumeFrom(partitions, stored),
     maintain: (partitions, applied) => rankSync.repair(partitions, applied),
     async apply(q, batch) {
-      const fresh = await dedupe(q, batch.fresh);
+      const fresh = await markProcessed(
+        q,
+        batch.fresh.map((r) => r.value),
+      );
       const outcomes: Outcome[] = batch.fresh.map(() => skip('duplicate event_id'));
       const events: StepEvent[] = fresh.map((recordIndex) => {
         const record = batch.fresh[recordIndex]!;
@@ -81,35 +85,4 @@ async function tenantTimezones(q: Queryable, tenants: string[]): Promise<Map<str
     [tenants],
   );
   return new Map(r.rows.map((t) => [t.id, t.timezone]));
-}
-
-/**
- * Marks events as processed; returns the indexes of the records seen for the first time
- * (a duplicate inside the batch keeps its first occurrence).
- */
-async function dedupe(q: Queryable, records: LogRecord<EventRecord>[]): Promise<number[]> {
-  if (records.length === 0) return [];
-  const r = await q.query<{ tenant_id: string; event_id: string }>(
-    `INSERT INTO processed_events (tenant_id, event_id, received_at)
-     SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[]) ON CONFLICT DO NOTHING
-     RETURNING tenant_id, event_id`,
-    [
-      records.map((x) => x.value.tenant_id),
-      records.map((x) => x.value.event_id),
-      records.map((x) => x.value.received_at),
-    ],
-  );
-  const firstTime = new Set(r.rows.map((x) => `${x.tenant_id}\u0000${x.event_id}`));
-  const out: number[] = [];
-  records.forEach((x, i) => {
-    const k = `${x.value.tenant_id}\u0000${x.value.event_id}`;
-    if (firstTime.delete(k)) out.push(i);
-  });
-  return out;
-}
-
-/** Purges dedupe rows older than the window plus an hour of processing lag (a scheduler job). */
-export async function purgeProcessedEvents(q: Queryable, now: number, windowMs: number): Promise<number> {
-  const r = await q.query('DELETE FROM processed_events WHERE received_at < $1', [now - windowMs - 3600_000]);
-  return r.rowCount;
 }

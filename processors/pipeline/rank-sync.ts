@@ -16,15 +16,15 @@
  * bad row never stops a partition. That user is then missing from the index (SQL still has it).
  */
 import type { RankIndex, RankUpdate } from '../../adapters/ranks/types';
-import { checkMember, checkUpdate } from '../../adapters/ranks/validate';
-import { Mutex } from '../../adapters/sql/mutex';
+import { checkMember, checkUpdate } from '../../core/leaderboards/rank-input';
+import { Mutex } from '../../shared/mutex';
 import type { Queryable, Sql } from '../../adapters/sql/types';
 import { boardKey } from '../../core/leaderboards/board-key';
 import type { LeaderboardConfig } from '../../core/leaderboards/definition';
 import { openScoresOfPartition, type ScoreRow } from '../../core/leaderboards/store';
 import type { Logger } from '../../shared/logger';
 import type { Metrics } from '../../shared/metrics';
-import { reportRefused, splitRefused } from '../refused';
+import { reportRefused, splitRefused } from '../../core/refused';
 
 export const REBUILD_CHUNK = 5000;
 

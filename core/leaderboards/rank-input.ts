@@ -10,7 +10,7 @@
  * - watermark: partition and nextOffset are non-negative safe integers.
  * - range: offset and limit are non-negative safe integers.
  */
-import type { RankEntry, RankUpdate, Watermark } from './types';
+import type { RankEntry, RankUpdate, Watermark } from '../../adapters/ranks/types';
 
 export const MAX_KEY_BYTES = 512;
 export const MAX_TIEBREAK = Number.MAX_SAFE_INTEGER;
