@@ -1,19 +1,21 @@
 /**
  * Routes as data. Every feature declares its routes as RouteSpecs; one function mounts them with
  * the same explicit chain (read body, authenticate, resolve the tenant, rate limit, validate,
- * end-user check, handler, presenter). The OpenAPI document and the tenant-isolation test are
- * built from the same list, so a new route is documented and covered without more code.
+ * end-user check, handler, domain errors mapped to HTTP, presenter). The OpenAPI document and
+ * the tenant-isolation test are built from the same list, so a new route is documented and
+ * covered without more code.
  */
 import type Koa from 'koa';
 import type Router from '@koa/router';
 import type { RateLimiter } from '../adapters/ratelimit/types';
 import type { Clock } from '../core/clock';
 import type { Tenant } from '../core/tenancy/store';
-import type { RateLimitSpec } from '../runtime/config';
-import type { Logger } from '../runtime/logger';
+import type { RateLimitSpec } from '../shared/settings';
+import type { Logger } from '../shared/logger';
 import { SignedRequestError, signedErrors, type Authenticator, type Principal } from './auth/authenticator';
 import { parseJsonBody, readRawBody } from './body';
 import { inputProblem, paramsProblem } from './input';
+import { toApiError } from './domain-errors';
 import { ApiError, errors } from './errors';
 import type { HttpSchemas } from '../schemas/http/types';
 import type { GatewayName, GatewayState } from './types';
@@ -259,17 +261,23 @@ export function mountRoutes(
       }
 
       ctx.status = spec.status ?? 200;
-      const out = await spec.handler({
-        body,
-        query,
-        params,
-        raw,
-        principal,
-        tenant,
-        log: ctx.state.log,
-        requestId: ctx.state.requestId,
-        ctx,
-      });
+      let out: unknown;
+      try {
+        out = await spec.handler({
+          body,
+          query,
+          params,
+          raw,
+          principal,
+          tenant,
+          log: ctx.state.log,
+          requestId: ctx.state.requestId,
+          ctx,
+        });
+      } catch (err) {
+        // A domain error the handler let through answers as ./domain-errors.ts maps it.
+        throw toApiError(err);
+      }
       if (ctx.status === 204) return;
       if (out === null) {
         // Koa treats a null body as "no content"; some answers are a JSON null (SPEC: tier view).

@@ -7,8 +7,9 @@ import type { Clock } from '../../core/clock';
 import { closeWindow, type ClosingDeps } from '../../core/leaderboards/closing';
 import { validateConfig, type Leaderboard, type LeaderboardConfig } from '../../core/leaderboards/definition';
 import { createBoard, getBoard, getWindow, listBoards, updateBoard } from '../../core/leaderboards/store';
-import { isForeignKeyViolation, lockConfigRef } from '../../core/rewards/references';
+import { lockConfigRef } from '../../core/rewards/references';
 import { scope } from '../../http/auth/scopes';
+import { answerRefusals } from '../../http/domain-errors';
 import { errors } from '../../http/errors';
 import { route, type RouteSpec } from '../../http/route';
 import type { LeaderboardCreate } from '../../schemas/http/types';
@@ -64,16 +65,17 @@ function withConfigRef<T>(
   configId: string | null | undefined,
   write: (q: Queryable) => Promise<T>,
 ): Promise<T> {
-  return deps.sql
-    .tx(async (q) => {
-      const problem = await lockConfigRef(q, tenantId, configId);
-      if (problem) throw errors.validation(problem);
-      return write(q);
-    })
-    .catch((err: unknown) => {
-      if (!isForeignKeyViolation(err)) throw err;
-      throw errors.validation(`body.reward_config_id: reward config ${configId} does not exist`);
-    });
+  return answerRefusals(
+    () =>
+      deps.sql.tx(async (q) => {
+        const problem = await lockConfigRef(q, tenantId, configId);
+        if (problem) throw errors.validation(problem);
+        return write(q);
+      }),
+    {
+      foreignKey: () => errors.validation(`body.reward_config_id: reward config ${configId} does not exist`),
+    },
+  );
 }
 
 export function leaderboardAdminRoutes(deps: LeaderboardAdminDeps): RouteSpec[] {

@@ -1,16 +1,12 @@
 /**
- * Query routes of leaderboards and snapshots: tenant (and user) from the JWT.
+ * Query routes of leaderboards and snapshots: tenant (and user) from the JWT. A window key that
+ * names no window of the board answers 404 (core's WindowNotFound, http/domain-errors.ts).
  */
 import type { Analytics } from '../../adapters/analytics/types';
 import type { Sql } from '../../adapters/sql/types';
 import type { LeaderboardCache } from '../../core/leaderboards/cache';
 import type { Leaderboard } from '../../core/leaderboards/definition';
-import {
-  LeaderboardQueries,
-  WindowNotFound,
-  type Page,
-  type ResolvedWindow,
-} from '../../core/leaderboards/queries';
+import { LeaderboardQueries, type Page } from '../../core/leaderboards/queries';
 import { errors } from '../../http/errors';
 import { route, type RouteSpec } from '../../http/route';
 
@@ -31,14 +27,6 @@ export function leaderboardQueryRoutes(deps: LeaderboardQueryDeps): RouteSpec[] 
     const b = await deps.cache.board(deps.sql, tenantId, id);
     if (!b) throw errors.notFound(`Leaderboard ${id} not found`);
     return b;
-  };
-  const resolve = async (b: Leaderboard, key: string | undefined): Promise<ResolvedWindow> => {
-    try {
-      return await deps.queries.resolve(b, key);
-    } catch (err) {
-      if (err instanceof WindowNotFound) throw errors.notFound(err.message);
-      throw err;
-    }
   };
   const presentPage = async (b: Leaderboard, p: Page) => {
     const out: Record<string, unknown> = {
@@ -82,7 +70,7 @@ export function leaderboardQueryRoutes(deps: LeaderboardQueryDeps): RouteSpec[] 
       response: 'leaderboard.page.view',
       handler: async ({ params, query: q, tenant }) => {
         const b = await board(tenant.id, params.leaderboard_id);
-        const w = await resolve(b, q.window_key);
+        const w = await deps.queries.resolve(b, q.window_key);
         return presentPage(b, await deps.queries.page(b, w, q.offset, q.limit));
       },
     }),
@@ -94,7 +82,7 @@ export function leaderboardQueryRoutes(deps: LeaderboardQueryDeps): RouteSpec[] 
       response: 'leaderboard.around.view',
       handler: async ({ params, query: q, tenant }) => {
         const b = await board(tenant.id, params.leaderboard_id);
-        const w = await resolve(b, q.window_key);
+        const w = await deps.queries.resolve(b, q.window_key);
         const p = await deps.queries.around(b, w, params.user_id, q.limit);
         return { ...(await presentPage(b, p)), user_id: params.user_id, found: p.found };
       },

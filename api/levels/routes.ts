@@ -5,7 +5,7 @@
  */
 import type { Queryable, Sql } from '../../adapters/sql/types';
 import type { Clock } from '../../core/clock';
-import { isForeignKeyViolation, lockConfigRef } from '../../core/rewards/references';
+import { lockConfigRef } from '../../core/rewards/references';
 import {
   createSystem,
   getSystem,
@@ -19,6 +19,7 @@ import {
 } from '../../core/levels/levels';
 import type { Wallet } from '../../core/wallet/wallet';
 import { scope } from '../../http/auth/scopes';
+import { answerRefusals } from '../../http/domain-errors';
 import { errors } from '../../http/errors';
 import { route, type RouteSpec } from '../../http/route';
 import type { LevelSystemCreate } from '../../schemas/http/types';
@@ -53,16 +54,18 @@ export function levelRoutes(deps: { sql: Sql; clock: Clock; wallet: Wallet }): R
     if (b.currency_id !== undefined && !(await deps.wallet.currency(sql, tenantId, b.currency_id))) {
       throw errors.validation(`body.currency_id: currency ${b.currency_id} does not exist`);
     }
-    try {
-      return await sql.tx(async (q) => {
-        const problem = await lockConfigRef(q, tenantId, b.reward_config_id);
-        if (problem) throw errors.validation(problem);
-        return write(q);
-      });
-    } catch (err) {
-      if (!isForeignKeyViolation(err)) throw err;
-      throw errors.validation(`body.reward_config_id: reward config ${b.reward_config_id} does not exist`);
-    }
+    return answerRefusals(
+      () =>
+        sql.tx(async (q) => {
+          const problem = await lockConfigRef(q, tenantId, b.reward_config_id);
+          if (problem) throw errors.validation(problem);
+          return write(q);
+        }),
+      {
+        foreignKey: () =>
+          errors.validation(`body.reward_config_id: reward config ${b.reward_config_id} does not exist`),
+      },
+    );
   };
   const reads = (gateway: 'admin' | 'query', auth: typeof read | typeof query): RouteSpec[] => [
     route({

@@ -4,8 +4,8 @@
  * docs/operations.md "Dead letters").
  */
 import type { Queryable } from '../../adapters/sql/types';
-import { listDeadLetters } from '../../processors/dead-letters';
-import { TenancyError, type Tenant, type TenantSecrets, type TenantStore } from '../../core/tenancy/store';
+import { listDeadLetters } from '../../core/dead-letters';
+import type { Tenant, TenantSecrets, TenantStore } from '../../core/tenancy/store';
 import type { Authenticator } from '../../http/auth/authenticator';
 import { validateTimeframe } from '../../core/windows';
 import { errors } from '../../http/errors';
@@ -51,14 +51,8 @@ export function operatorRoutes(svc: OperatorDeps, deps: { sql: Queryable }): Rou
       response: 'tenant.secrets.view',
       body: 'tenant.create',
       status: 201,
-      handler: async ({ body }) => {
-        try {
-          return presentCreated(await svc.tenants.createTenant(body));
-        } catch (err) {
-          if (err instanceof TenancyError && err.kind === 'conflict') throw errors.conflict(err.message);
-          throw err;
-        }
-      },
+      // A taken id (TenancyError 'conflict') answers 409 (http/domain-errors.ts).
+      handler: async ({ body }) => presentCreated(await svc.tenants.createTenant(body)),
     }),
     route({
       gateway: 'admin',

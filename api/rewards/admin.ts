@@ -16,12 +16,7 @@ import {
   type RewardTier,
 } from '../../core/rewards/configs';
 import { grantsOf } from '../../core/rewards/grant';
-import {
-  inUseMessage,
-  isForeignKeyViolation,
-  usersOfConfig,
-  usersOfItem,
-} from '../../core/rewards/references';
+import { inUseMessage, usersOfConfig, usersOfItem } from '../../core/rewards/references';
 import {
   createItem,
   deleteItem,
@@ -31,6 +26,7 @@ import {
   validatePayload,
 } from '../../core/rewards/items';
 import { scope } from '../../http/auth/scopes';
+import { answerRefusals } from '../../http/domain-errors';
 import { errors } from '../../http/errors';
 import { route, validated, type RouteSpec } from '../../http/route';
 import type { RewardConfigCreate } from '../../schemas/http/types';
@@ -283,21 +279,15 @@ export function rewardQueryRoutes(deps: { sql: Sql }): RouteSpec[] {
  * A delete the foreign keys refused: a user attached itself between the in-use check and the
  * delete (core/rewards/references.ts). Answered like the check would have: 409 naming the users.
  */
-async function inUseOnRace<T>(run: () => Promise<T>, users: () => Promise<string | null>): Promise<T> {
-  try {
-    return await run();
-  } catch (err) {
-    if (!isForeignKeyViolation(err)) throw err;
-    throw errors.conflict((await users()) ?? 'It is still used; detach it first');
-  }
+function inUseOnRace<T>(run: () => Promise<T>, users: () => Promise<string | null>): Promise<T> {
+  return answerRefusals(run, {
+    foreignKey: async () => errors.conflict((await users()) ?? 'It is still used; detach it first'),
+  });
 }
 
 /** A config write the foreign keys refused: an item it names was deleted meanwhile. */
-async function missingItemOnRace<T>(run: () => Promise<T>): Promise<T> {
-  try {
-    return await run();
-  } catch (err) {
-    if (!isForeignKeyViolation(err)) throw err;
-    throw errors.validation('body.tiers: a reward item the tiers name does not exist');
-  }
+function missingItemOnRace<T>(run: () => Promise<T>): Promise<T> {
+  return answerRefusals(run, {
+    foreignKey: () => errors.validation('body.tiers: a reward item the tiers name does not exist'),
+  });
 }

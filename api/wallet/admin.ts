@@ -15,9 +15,10 @@ import {
   validateRule,
 } from '../../core/wallet/earning';
 import { toTier } from '../../core/wallet/tiers';
-import { WalletError, type Currency, type Wallet } from '../../core/wallet/wallet';
+import type { Currency, Wallet } from '../../core/wallet/wallet';
 import { scope } from '../../http/auth/scopes';
-import { ApiError, errors } from '../../http/errors';
+import { answerRefusals } from '../../http/domain-errors';
+import { errors } from '../../http/errors';
 import { route, type RouteSpec } from '../../http/route';
 
 export interface WalletAdminDeps {
@@ -39,35 +40,6 @@ export function walletForms(spec: RouteSpec): RouteSpec[] {
   return [`/v1/tenants/:tenant_id/wallet${suffix}`, `/v1/tenants/wallet${suffix}`, `/v1/wallet${suffix}`].map(
     (path) => ({ ...spec, path }),
   );
-}
-
-/** Maps wallet errors to the API's statuses (402 for an insufficient balance, as purchases do). */
-export function walletError(err: unknown): never {
-  if (err instanceof WalletError) {
-    switch (err.code) {
-      case 'insufficient_balance':
-        throw new ApiError(402, 'INSUFFICIENT_BALANCE', err.message);
-      case 'idempotency_conflict':
-        throw errors.conflict(err.message);
-      case 'unknown_currency':
-      case 'inactive_currency':
-      case 'not_spendable':
-        throw errors.validation(`body.currency_id: ${err.message}`);
-      default:
-        throw errors.validation(err.message);
-    }
-  }
-  throw err;
-}
-
-/**
- * A tier write the store refused because its currency already has a tier of that level (the
- * unique key, SQLSTATE 23505): 409, as the create answers, rather than an internal error.
- */
-function levelTaken(err: unknown): never {
-  if ((err as { code?: unknown } | null)?.code === '23505')
-    throw errors.conflict('Another tier of this currency already has that tier_level');
-  throw err;
 }
 
 const presentCurrency = (c: Currency) => ({
@@ -112,31 +84,28 @@ export function walletAdminRoutes(deps: WalletAdminDeps): RouteSpec[] {
         response: 'wallet.movement.view',
         // 402 INSUFFICIENT_BALANCE: a deduct below zero.
         ...(kind === 'deduct' ? { errors: [402] } : {}),
+        // Wallet errors (402 INSUFFICIENT_BALANCE, 409, 400) answer as http/domain-errors.ts maps them.
         handler: async ({ body: b, tenant }) => {
-          try {
-            const r = await sql.tx((q) =>
-              deps.wallet[kind === 'grant' ? 'credit' : 'debit'](q, {
-                tenant_id: tenant.id,
-                user_id: b.user_id,
-                currency_id: b.currency_id,
-                amount: b.amount,
-                source_type: b.source_type ?? (kind === 'grant' ? 'manual_grant' : 'manual_deduct'),
-                source_ref: b.source_ref ?? null,
-                description: b.description ?? null,
-                idempotency_key: b.idempotency_key ?? null,
-                now: clock.now(),
-                // An admin deduct is a correction (core/wallet/wallet.ts `debitRefusal`).
-                purpose: 'correction',
-              }),
-            );
-            return {
-              transaction_id: r.transaction_id,
-              balance_after: r.balance_after,
-              was_cached: !r.created,
-            };
-          } catch (err) {
-            walletError(err);
-          }
+          const r = await sql.tx((q) =>
+            deps.wallet[kind === 'grant' ? 'credit' : 'debit'](q, {
+              tenant_id: tenant.id,
+              user_id: b.user_id,
+              currency_id: b.currency_id,
+              amount: b.amount,
+              source_type: b.source_type ?? (kind === 'grant' ? 'manual_grant' : 'manual_deduct'),
+              source_ref: b.source_ref ?? null,
+              description: b.description ?? null,
+              idempotency_key: b.idempotency_key ?? null,
+              now: clock.now(),
+              // An admin deduct is a correction (core/wallet/wallet.ts `debitRefusal`).
+              purpose: 'correction',
+            }),
+          );
+          return {
+            transaction_id: r.transaction_id,
+            balance_after: r.balance_after,
+            was_cached: !r.created,
+          };
         },
       }),
     );
@@ -422,28 +391,32 @@ export function walletAdminRoutes(deps: WalletAdminDeps): RouteSpec[] {
         body: 'tier.update',
         handler: async ({ tenant, params, body: b }) => {
           await checkCurrency(tenant.id, b.currency_id);
-          const update = sql.query<Parameters<typeof toTier>[0]>(
-            `UPDATE tiers SET tier_name = COALESCE($3, tier_name), tier_level = COALESCE($4, tier_level),
+          const update = () =>
+            sql.query<Parameters<typeof toTier>[0]>(
+              `UPDATE tiers SET tier_name = COALESCE($3, tier_name), tier_level = COALESCE($4, tier_level),
              min_lifetime_points = COALESCE($5, min_lifetime_points), currency_id = COALESCE($6, currency_id),
              icon_url = CASE WHEN $7::boolean THEN $8 ELSE icon_url END, badge_color = CASE WHEN $9::boolean THEN $10 ELSE badge_color END,
              benefits = COALESCE($11::jsonb, benefits), updated_at = $12
            WHERE tenant_id = $1 AND id = $2 RETURNING *`,
-            [
-              tenant.id,
-              params.tier_id,
-              b.tier_name ?? null,
-              b.tier_level ?? null,
-              b.min_lifetime_points ?? null,
-              b.currency_id ?? null,
-              b.icon_url !== undefined,
-              b.icon_url ?? null,
-              b.badge_color !== undefined,
-              b.badge_color ?? null,
-              b.benefits ? JSON.stringify(b.benefits) : null,
-              now(),
-            ],
-          );
-          const r = await update.catch(levelTaken);
+              [
+                tenant.id,
+                params.tier_id,
+                b.tier_name ?? null,
+                b.tier_level ?? null,
+                b.min_lifetime_points ?? null,
+                b.currency_id ?? null,
+                b.icon_url !== undefined,
+                b.icon_url ?? null,
+                b.badge_color !== undefined,
+                b.badge_color ?? null,
+                b.benefits ? JSON.stringify(b.benefits) : null,
+                now(),
+              ],
+            );
+          // Another tier of the currency took that level meanwhile (the unique key): 409, as the create answers.
+          const r = await answerRefusals(update, {
+            unique: () => errors.conflict('Another tier of this currency already has that tier_level'),
+          });
           if (!r.rows[0]) throw errors.notFound(`Tier ${params.tier_id} not found`);
           return toTier(r.rows[0]);
         },

@@ -5,19 +5,13 @@
 import { randomUUID } from 'node:crypto';
 import type { Sql } from '../../adapters/sql/types';
 import type { Clock } from '../../core/clock';
-import {
-  AddressCheckUnavailable,
-  AddressRefused,
-  checkRegistrableName,
-  checkUrl,
-  type Resolver,
-} from '../../core/webhooks/address';
+import { checkRegistrableName, checkUrl, type Resolver } from '../../core/webhooks/address';
 import { PING } from '../../core/webhooks/events';
 import { pingBody, recordPing } from '../../core/webhooks/queue';
 import { signatureHeaders } from '../../core/webhooks/signing';
 import type { Delivery, WebhookRow, WebhookStore } from '../../core/webhooks/store';
 import { deliveryHeaders, systemResolver, WebhookSender } from '../../core/webhooks/sender';
-import type { WebhookConfig } from '../../runtime/config';
+import type { WebhookConfig } from '../../shared/settings';
 import { scope } from '../../http/auth/scopes';
 import { errors } from '../../http/errors';
 import { route, type RouteSpec } from '../../http/route';
@@ -114,17 +108,9 @@ export function webhookAdminRoutes(deps: WebhookAdminDeps): RouteSpec[] {
     const v = checkUrl(url, config.allowPrivate);
     if (!v.ok) throw errors.validation(`body.url: ${v.reason}`);
     if (v.ip || config.allowPrivate) return;
-    try {
-      // A name that does not exist (yet) is accepted; every delivery checks again.
-      await checkRegistrableName(v.hostname, resolve, deps.resolveTimeoutMs);
-    } catch (err) {
-      if (err instanceof AddressRefused) throw errors.validation(`body.url: ${err.message}`);
-      if (err instanceof AddressCheckUnavailable)
-        throw errors.unavailable(
-          `body.url: the address check could not finish (${err.message}); nothing was registered, retry`,
-        );
-      throw err;
-    }
+    // A name that does not exist (yet) is accepted; every delivery checks again. A refused address
+    // answers 400, a check that could not finish 503 (http/domain-errors.ts).
+    await checkRegistrableName(v.hostname, resolve, deps.resolveTimeoutMs);
   };
 
   const requeue = async (tenantId: string, webhookId: string, id: string, onlyDead: boolean) => {

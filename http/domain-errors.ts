@@ -1,0 +1,99 @@
+/**
+ * Domain errors as HTTP answers, in one place. Core modules throw their own errors (they know
+ * nothing of HTTP); the route chain (./route.ts) passes whatever a handler throws through
+ * `toApiError`, so a handler lets a domain error propagate instead of catching and mapping it.
+ * A new feature with its own error class adds one entry to `MAPPINGS`.
+ *
+ * Store refusals are the other kind: a write the database refused (a foreign or unique key) after
+ * a check in the handler let it through, because a concurrent transaction slipped in between.
+ * What they mean depends on the write, so the handler names the answer and `answerRefusals`
+ * applies it (the same answer the check before the write gives).
+ */
+import { AddressCheckUnavailable, AddressRefused } from '../core/webhooks/address';
+import { WindowNotFound } from '../core/leaderboards/queries';
+import { TenancyError } from '../core/tenancy/store';
+import { WalletError } from '../core/wallet/wallet';
+import { ApiError, errors } from './errors';
+
+/** How one domain error class answers. */
+interface Mapping<E extends Error> {
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- any constructor of E
+  type: abstract new (...args: any[]) => E;
+  /** The answer, or null to leave the error as it is (an unexpected error: 500). */
+  answer(err: E): ApiError | null;
+}
+
+const mapping = <E extends Error>(m: Mapping<E>): Mapping<Error> => m as unknown as Mapping<Error>;
+
+/** Every domain error the API answers for, with its answer. */
+export const MAPPINGS: readonly Mapping<Error>[] = [
+  // Wallet movements (grant, deduct): 402 for an insufficient balance, as purchases answer.
+  mapping({
+    type: WalletError,
+    answer: (err) => {
+      switch (err.code) {
+        case 'insufficient_balance':
+          return new ApiError(402, 'INSUFFICIENT_BALANCE', err.message);
+        case 'idempotency_conflict':
+          return errors.conflict(err.message);
+        case 'unknown_currency':
+        case 'inactive_currency':
+        case 'not_spendable':
+          return errors.validation(`body.currency_id: ${err.message}`);
+        default:
+          return errors.validation(err.message);
+      }
+    },
+  }),
+  // Operator routes: a tenant id that is taken.
+  mapping({
+    type: TenancyError,
+    answer: (err) => (err.kind === 'conflict' ? errors.conflict(err.message) : null),
+  }),
+  // Leaderboard queries: a window key that names no window of the board.
+  mapping({ type: WindowNotFound, answer: (err) => errors.notFound(err.message) }),
+  // Webhook registration (body.url): an address that may not receive deliveries ...
+  mapping({ type: AddressRefused, answer: (err) => errors.validation(`body.url: ${err.message}`) }),
+  // ... or a check that could not finish (DNS): nothing was registered, fail closed.
+  mapping({
+    type: AddressCheckUnavailable,
+    answer: (err) =>
+      errors.unavailable(
+        `body.url: the address check could not finish (${err.message}); nothing was registered, retry`,
+      ),
+  }),
+];
+
+/** The HTTP answer of an error a handler threw: an ApiError as it is, a domain error mapped, else unchanged. */
+export function toApiError(err: unknown): unknown {
+  if (err instanceof ApiError || !(err instanceof Error)) return err;
+  for (const m of MAPPINGS) {
+    if (err instanceof m.type) return m.answer(err) ?? err;
+  }
+  return err;
+}
+
+/** The store's refusal of a write, by SQLSTATE: a foreign key (23503) or a unique key (23505). */
+export function storeRefusal(err: unknown): 'foreign_key' | 'unique' | null {
+  const code = (err as { code?: unknown } | null)?.code;
+  return code === '23503' ? 'foreign_key' : code === '23505' ? 'unique' : null;
+}
+
+/** The answers a write gives when the store refuses it (see the module comment). */
+export interface RefusalAnswers {
+  foreignKey?: () => ApiError | Promise<ApiError>;
+  unique?: () => ApiError | Promise<ApiError>;
+}
+
+/** Runs a write; a store refusal it names answers as given, any other error propagates. */
+export async function answerRefusals<T>(write: () => Promise<T>, answers: RefusalAnswers): Promise<T> {
+  try {
+    return await write();
+  } catch (err) {
+    const kind = storeRefusal(err);
+    const answer =
+      kind === 'foreign_key' ? answers.foreignKey : kind === 'unique' ? answers.unique : undefined;
+    if (!answer) throw err;
+    throw await answer();
+  }
+}
