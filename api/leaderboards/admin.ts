@@ -13,6 +13,7 @@ import { answerRefusals } from '../../http/domain-errors';
 import { errors } from '../../http/errors';
 import { route, type RouteSpec } from '../../http/route';
 import type { LeaderboardCreate } from '../../schemas/http/types';
+import { bothForms } from '../forms';
 
 export interface LeaderboardAdminDeps extends ClosingDeps {
   sql: Sql;
@@ -21,11 +22,6 @@ export interface LeaderboardAdminDeps extends ClosingDeps {
 
 const read = { kind: 'admin', scope: scope.read('leaderboards'), tenant: true } as const;
 const write = { kind: 'admin', scope: scope.write('leaderboards'), tenant: true } as const;
-
-/** Both admin path forms of a route: `?tenant_id=` and `/v1/tenants/{tenant_id}/...`. */
-export function bothForms(spec: RouteSpec): RouteSpec[] {
-  return [spec, { ...spec, path: spec.path.replace(/^\/v1\//, '/v1/tenants/:tenant_id/') }];
-}
 
 export function presentBoard(b: Leaderboard) {
   return {
