@@ -14,7 +14,12 @@
  * - Rows with the same natural key are expected to be identical (a redelivery). When they are not,
  *   ClickHouse ends with the last inserted and SQL keeps the first: do not rely on either.
  */
-import type { AnalyticsEvent, AnalyticsTransaction, EventCount, SnapshotEntry } from '../../adapters/analytics/types';
+import type {
+  AnalyticsEvent,
+  AnalyticsTransaction,
+  EventCount,
+  SnapshotEntry,
+} from '../../adapters/analytics/types';
 
 export class AnalyticsInputError extends Error {
   override readonly name = 'AnalyticsInputError';
