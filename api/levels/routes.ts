@@ -22,18 +22,10 @@ import { scope } from '../../http/auth/scopes';
 import { answerRefusals } from '../../http/domain-errors';
 import { errors } from '../../http/errors';
 import { route, type RouteSpec } from '../../http/route';
-import type { LevelSystemCreate } from '../../schemas/http/types';
 
 const read = { kind: 'admin', scope: scope.read('levels'), tenant: true } as const;
 const write = { kind: 'admin', scope: scope.write('levels'), tenant: true } as const;
 const query = { kind: 'tenant', signed: false } as const;
-
-/**
- * Validated levels as core's type. The schema lets a level's `description` be null, which LevelDef
- * (`description?: string`) does not say: a bridge between the two types, not a conversion (the
- * levels are stored and answered as they were sent).
- */
-const asLevels = (levels: LevelSystemCreate['levels']): LevelDef[] => levels as LevelDef[];
 
 export function levelRoutes(deps: { sql: Sql; clock: Clock; wallet: Wallet }): RouteSpec[] {
   const { sql, clock } = deps;
@@ -132,7 +124,7 @@ export function levelRoutes(deps: { sql: Sql; clock: Clock; wallet: Wallet }): R
       status: 201,
       response: 'level_system.view',
       handler: async ({ tenant, body: b }) => {
-        const levels = normalizeLevels(asLevels(b.levels));
+        const levels = normalizeLevels(b.levels);
         if (!levels.ok) throw errors.validation(levels.error);
         const currency_id = b.currency_id ?? 'xp';
         return withRefs(tenant.id, { ...b, currency_id }, (q) =>
@@ -176,7 +168,7 @@ export function levelRoutes(deps: { sql: Sql; clock: Clock; wallet: Wallet }): R
         await system(tenant.id, params.level_id);
         let levels: LevelDef[] | undefined;
         if (b.levels) {
-          const n = normalizeLevels(asLevels(b.levels));
+          const n = normalizeLevels(b.levels);
           if (!n.ok) throw errors.validation(n.error);
           levels = n.levels;
         }

@@ -17,7 +17,7 @@ export interface LevelDef {
   level: number;
   xp_required: number;
   name: string;
-  description?: string;
+  description?: string | null;
 }
 
 export interface LevelSystem {
