@@ -117,6 +117,66 @@ export interface WindowCompleted {
   now: number;
 }
 
+/** A user's streak reached a milestone threshold (once per run of the streak, or once ever when not repeatable). */
+export interface StreakMilestoneReached {
+  tenant_id: string;
+  user_id: string;
+  streak_id: string;
+  /** The milestone's threshold, in periods. */
+  threshold: number;
+  /** The streak's current count when the milestone was reached. */
+  streak_days: number;
+  /** The milestone's reward item, or null. */
+  reward_item_id: string | null;
+  /** The definition's reward config (tiers with `milestone` conditions), or null. */
+  reward_config_id: string | null;
+  now: number;
+}
+
+/** A user's streak broke: a period ended unqualified with no freeze to use. */
+export interface StreakBroken {
+  tenant_id: string;
+  user_id: string;
+  streak_id: string;
+  /** The count the streak had before it broke. */
+  previous_count: number;
+  longest_count: number;
+  now: number;
+}
+
+/** A freeze was used instead of a break. */
+export interface StreakFreezeUsed {
+  tenant_id: string;
+  user_id: string;
+  streak_id: string;
+  /** The count the freeze kept alive. */
+  current_count: number;
+  freezes_left: number;
+  now: number;
+}
+
+/** A user completed an achievement (once per user and achievement, ever). */
+export interface AchievementCompleted {
+  tenant_id: string;
+  user_id: string;
+  achievement_id: string;
+  name: string;
+  /** The achievement's reward config, or null. */
+  reward_config_id: string | null;
+  now: number;
+}
+
+/** A user redeemed a coupon. */
+export interface CouponRedeemed {
+  tenant_id: string;
+  user_id: string;
+  definition_id: string;
+  coupon_id: string;
+  code: string;
+  reward_item_id: string;
+  now: number;
+}
+
 /** Every fact of the service. A feature adding one adds its entry (and its webhook, if any, in core/outbox.ts). */
 export interface FactTypes {
   /** Emitted by the wallet (core/wallet/wallet.ts) for every credit, in ledger order. */
@@ -131,6 +191,16 @@ export interface FactTypes {
   'leaderboard.rank_finalized': FactSpec<RankFinalized, PayoutReport>;
   /** Emitted by window closing after the ranks' reactions ran. */
   'leaderboard.window_completed': FactSpec<WindowCompleted>;
+  /** Emitted by streaks (core/streaks/) when a milestone is reached. */
+  'streak.milestone_reached': FactSpec<StreakMilestoneReached>;
+  /** Emitted by streaks when a streak breaks (the scheduler's deadline sweep, or a late event's period). */
+  'streak.broken': FactSpec<StreakBroken>;
+  /** Emitted by streaks when a freeze is used instead of a break. */
+  'streak.freeze_used': FactSpec<StreakFreezeUsed>;
+  /** Emitted by achievements (core/achievements/) when a user completes one. */
+  'achievement.completed': FactSpec<AchievementCompleted>;
+  /** Emitted by coupons (core/coupons/) for every redemption. */
+  'coupon.redeemed': FactSpec<CouponRedeemed>;
 }
 
 /** Any catalogue: fact names to their specs (tests use their own). */
