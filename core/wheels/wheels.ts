@@ -118,7 +118,7 @@ export function normalizeConfig(
   for (const k of Object.keys(c.theme_overrides?.segment_overrides ?? {})) {
     if (Number(k) >= c.segments.length)
       return fail(
-        `${at}.theme_overrides.segment_overrides.${k}: the wheel has no segment ${k} (it has ${c.segments.length})`,
+        `${at}.theme_overrides.segment_overrides[${k}]: the wheel has no segment ${k} (it has ${c.segments.length})`,
       );
   }
   return {

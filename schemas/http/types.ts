@@ -2256,7 +2256,7 @@ export interface WheelConfig {
   starts_at?: string | null;
   ends_at?: string | null;
   theme_id?: string | null;
-  theme_overrides?: null | WheelThemeOverrides;
+  theme_overrides?: WheelThemeOverrides;
   /**
    * What one spin costs, debited from the user's wallet (source_type wheel_spin); null: free
    */
@@ -2297,7 +2297,7 @@ export interface WheelConfigUpdate {
   starts_at?: string | null;
   ends_at?: string | null;
   theme_id?: string | null;
-  theme_overrides?: null | WheelThemeOverrides;
+  theme_overrides?: WheelThemeOverrides;
   /**
    * What one spin costs, debited from the user's wallet (source_type wheel_spin); null: free
    */
@@ -2462,7 +2462,7 @@ export interface WheelView {
     starts_at: string | null;
     ends_at: string | null;
     theme_id: string | null;
-    theme_overrides: null | WheelThemeOverrides;
+    theme_overrides: WheelThemeOverrides;
     cost: {
       currency_id: string;
       amount: number;
@@ -2600,9 +2600,9 @@ export interface WheelThemeListView {
 /** wheel_theme.overrides (schemas/http/wheel_theme.overrides.json) */
 
 /**
- * Merged over the base theme key by key; segment_overrides by segment index
+ * Merged over the base theme key by key; segment_overrides by segment index; null: none
  */
-export interface WheelThemeOverrides {
+export type WheelThemeOverrides = {
   wheel?: {
     /**
      * a hex colour: #rgb, #rgba, #rrggbb or #rrggbbaa
@@ -2662,7 +2662,7 @@ export interface WheelThemeOverrides {
       text_color?: string;
     };
   };
-}
+} | null;
 
 /** wheel_theme.templates.view (schemas/http/wheel_theme.templates.view.json) */
 
