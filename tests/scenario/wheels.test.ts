@@ -213,10 +213,22 @@ describe.each(SHAPES)('spin wheels [%s]', (shape) => {
     const before = (await admin('GET', '/v1/wheels')).body.total;
     const two = segs([null, 1], [null, 1]);
     const cases: Array<[string, Record<string, unknown>, RegExp]> = [
-      ['one segment', { segments: segs([null, 1]) }, /^body\.config\.segments must NOT have fewer than 2 items/],
+      [
+        'one segment',
+        { segments: segs([null, 1]) },
+        /^body\.config\.segments must NOT have fewer than 2 items/,
+      ],
       ['no segments', {}, /^body\.config\.segments is required/],
-      ['zero weight', { segments: segs([null, 0], [null, 1]) }, /^body\.config\.segments\[0\]\.probability must be > 0/],
-      ['negative weight', { segments: segs([null, 1], [null, -2]) }, /^body\.config\.segments\[1\]\.probability/],
+      [
+        'zero weight',
+        { segments: segs([null, 0], [null, 1]) },
+        /^body\.config\.segments\[0\]\.probability must be > 0/,
+      ],
+      [
+        'negative weight',
+        { segments: segs([null, 1], [null, -2]) },
+        /^body\.config\.segments\[1\]\.probability/,
+      ],
       [
         'string weight',
         { segments: [{ reward_id: null, probability: '3' }, two[1]] },
@@ -237,12 +249,36 @@ describe.each(SHAPES)('spin wheels [%s]', (shape) => {
         { segments: segs([foreignItem.body.item_id, 1], [null, 1]) },
         /^body\.config\.segments\[0\]\.reward_id: reward item .* does not exist/,
       ],
-      ['missing weight', { segments: [{ reward_id: null }, two[1]] }, /^body\.config\.segments\[0\]\.probability is required/],
-      ['unknown frequency', { segments: two, frequency: { type: 'weekly', value: 1 } }, /^body\.config\.frequency\.type must be one of/],
-      ['daily without value', { segments: two, frequency: { type: 'daily_limit' } }, /^body\.config\.frequency\.value is required for daily_limit/],
-      ['total null value', { segments: two, frequency: { type: 'total_limit', value: null } }, /^body\.config\.frequency\.value is required for total_limit/],
-      ['zero cooldown', { segments: two, frequency: { type: 'cooldown', value: 0 } }, /^body\.config\.frequency\.value must be >= 1/],
-      ['fractional limit', { segments: two, frequency: { type: 'daily_limit', value: 1.5 } }, /^body\.config\.frequency\.value must be/],
+      [
+        'missing weight',
+        { segments: [{ reward_id: null }, two[1]] },
+        /^body\.config\.segments\[0\]\.probability is required/,
+      ],
+      [
+        'unknown frequency',
+        { segments: two, frequency: { type: 'weekly', value: 1 } },
+        /^body\.config\.frequency\.type must be one of/,
+      ],
+      [
+        'daily without value',
+        { segments: two, frequency: { type: 'daily_limit' } },
+        /^body\.config\.frequency\.value is required for daily_limit/,
+      ],
+      [
+        'total null value',
+        { segments: two, frequency: { type: 'total_limit', value: null } },
+        /^body\.config\.frequency\.value is required for total_limit/,
+      ],
+      [
+        'zero cooldown',
+        { segments: two, frequency: { type: 'cooldown', value: 0 } },
+        /^body\.config\.frequency\.value must be >= 1/,
+      ],
+      [
+        'fractional limit',
+        { segments: two, frequency: { type: 'daily_limit', value: 1.5 } },
+        /^body\.config\.frequency\.value must be/,
+      ],
       [
         'start after end',
         { segments: two, starts_at: '2026-12-02T00:00:00Z', ends_at: '2026-12-01T00:00:00Z' },
@@ -253,9 +289,21 @@ describe.each(SHAPES)('spin wheels [%s]', (shape) => {
         { segments: two, starts_at: '2026-12-01T00:00:00Z', ends_at: '2026-12-01T00:00:00Z' },
         /^body\.config\.starts_at must be before/,
       ],
-      ['bad timestamp', { segments: two, ends_at: 'tomorrow' }, /^body\.config\.ends_at must match format "date-time"/],
-      ['unknown theme', { segments: two, theme_id: 'nope' }, /^body\.config\.theme_id: theme nope does not exist/],
-      ['archived theme', { segments: two, theme_id: archived.body.id }, /^body\.config\.theme_id: theme .* is archived/],
+      [
+        'bad timestamp',
+        { segments: two, ends_at: 'tomorrow' },
+        /^body\.config\.ends_at must match format "date-time"/,
+      ],
+      [
+        'unknown theme',
+        { segments: two, theme_id: 'nope' },
+        /^body\.config\.theme_id: theme nope does not exist/,
+      ],
+      [
+        'archived theme',
+        { segments: two, theme_id: archived.body.id },
+        /^body\.config\.theme_id: theme .* is archived/,
+      ],
       [
         'bad override colour',
         { segments: two, theme_overrides: { wheel: { border_color: 'red' } } },
@@ -281,11 +329,27 @@ describe.each(SHAPES)('spin wheels [%s]', (shape) => {
         { segments: two, theme_overrides: { segment_overrides: { first: { color: '#000' } } } },
         /^body\.config\.theme_overrides\.segment_overrides/,
       ],
-      ['unknown cost currency', { segments: two, cost: { currency_id: 'gold', amount: 1 } }, /^body\.config\.cost\.currency_id: currency gold does not exist/],
-      ['accumulate-only cost', { segments: two, cost: { currency_id: 'xp', amount: 1 } }, /^body\.config\.cost\.currency_id: currency xp is accumulate-only/],
-      ['zero cost', { segments: two, cost: { currency_id: 'coins', amount: 0 } }, /^body\.config\.cost\.amount must be >= 1/],
+      [
+        'unknown cost currency',
+        { segments: two, cost: { currency_id: 'gold', amount: 1 } },
+        /^body\.config\.cost\.currency_id: currency gold does not exist/,
+      ],
+      [
+        'accumulate-only cost',
+        { segments: two, cost: { currency_id: 'xp', amount: 1 } },
+        /^body\.config\.cost\.currency_id: currency xp is accumulate-only/,
+      ],
+      [
+        'zero cost',
+        { segments: two, cost: { currency_id: 'coins', amount: 0 } },
+        /^body\.config\.cost\.amount must be >= 1/,
+      ],
       ['unknown config field', { segments: two, colour: 'red' }, /^body\.config\.colour is not allowed/],
-      ['unknown segment field', { segments: [{ ...two[0], prize: 1 }, two[1]] }, /^body\.config\.segments\[0\]\.prize is not allowed/],
+      [
+        'unknown segment field',
+        { segments: [{ ...two[0], prize: 1 }, two[1]] },
+        /^body\.config\.segments\[0\]\.prize is not allowed/,
+      ],
     ];
     for (const [name, config, message] of cases) {
       const r = await admin('POST', '/v1/wheels', { name: 'bad', config });
@@ -294,7 +358,11 @@ describe.each(SHAPES)('spin wheels [%s]', (shape) => {
     }
     for (const [name, body, message] of [
       ['no name', { config: { segments: two } }, /^body\.name is required/],
-      ['huge name', { name: 'x'.repeat(201), config: { segments: two } }, /^body\.name must NOT have more than 200/],
+      [
+        'huge name',
+        { name: 'x'.repeat(201), config: { segments: two } },
+        /^body\.name must NOT have more than 200/,
+      ],
       ['unknown field', { name: 'x', config: { segments: two }, colour: 1 }, /^body\.colour is not allowed/],
       ['array body', [1], /^body must be an object/],
     ] as const) {
@@ -306,7 +374,10 @@ describe.each(SHAPES)('spin wheels [%s]', (shape) => {
     // An update is checked in full after the merge, and a refused one changes nothing.
     const w = await wheel({ frequency: { type: 'daily_limit', value: 1 } });
     for (const [body, message] of [
-      [{ config: { frequency: { type: 'cooldown' } } }, /^body\.config\.frequency\.value is required for cooldown/],
+      [
+        { config: { frequency: { type: 'cooldown' } } },
+        /^body\.config\.frequency\.value is required for cooldown/,
+      ],
       [{ config: { segments: segs([null, 1]) } }, /^body\.config\.segments must NOT have fewer than 2/],
       [{ config: { ends_at: '2026-01-01T00:00:00Z', starts_at: '2026-02-01T00:00:00Z' } }, /must be before/],
       [{}, /^body must NOT have fewer than 1 properties/],
@@ -317,7 +388,11 @@ describe.each(SHAPES)('spin wheels [%s]', (shape) => {
     expect((await admin('GET', `/v1/wheels/${w.id}`)).body.config).toEqual(w.config);
 
     // An item a wheel can pay cannot be deleted (409), until the wheel no longer names it.
-    const mug = await admin('POST', '/v1/reward-items', { name: 'mug', reward_type: 'badge', payload: { badge_id: 'm' } });
+    const mug = await admin('POST', '/v1/reward-items', {
+      name: 'mug',
+      reward_type: 'badge',
+      payload: { badge_id: 'm' },
+    });
     const mw = await wheel({ segments: segs([mug.body.item_id, 1], [null, 1]) });
     expect((await admin('DELETE', `/v1/reward-items/${mug.body.item_id}`)).status).toBe(409);
     await admin('PUT', `/v1/wheels/${mw.id}`, { config: { segments: segs([null, 1], [null, 1]) } });
@@ -333,7 +408,9 @@ describe.each(SHAPES)('spin wheels [%s]', (shape) => {
       expect(Object.keys(t.config.segment_overrides).length).toBeGreaterThanOrEqual(8);
     }
     // Also without a tenant, and under the path form.
-    const bare = await call('GET', `${app.url.admin}/v1/wheel-themes/templates`, { headers: { 'x-api-key': key } });
+    const bare = await call('GET', `${app.url.admin}/v1/wheel-themes/templates`, {
+      headers: { 'x-api-key': key },
+    });
     expect(bare.body).toEqual(templates.body);
     const pathForm = await call('GET', `${app.url.admin}/v1/tenants/${tenant.id}/wheel-themes/templates`, {
       headers: { 'x-api-key': key },
@@ -348,25 +425,62 @@ describe.each(SHAPES)('spin wheels [%s]', (shape) => {
         center_color: '#ffffffcc',
         center_radius: 30,
       },
-      segments: { default_color: '#00aa00', text_color: '#fff', text_font_size: 14, border_color: '#000', border_width: 1 },
+      segments: {
+        default_color: '#00aa00',
+        text_color: '#fff',
+        text_font_size: 14,
+        border_color: '#000',
+        border_width: 1,
+      },
       segment_overrides: { '0': { color: '#ff0000', text_color: '#000000' } },
     };
-    const custom = await admin('POST', '/v1/wheel-themes', { name: `custom ${shape}`, description: 'mine', config });
+    const custom = await admin('POST', '/v1/wheel-themes', {
+      name: `custom ${shape}`,
+      description: 'mine',
+      config,
+    });
     expect(custom.status).toBe(201);
-    expect(custom.body).toMatchObject({ tenant_id: tenant.id, theme_type: 'custom', status: 'active', config });
+    expect(custom.body).toMatchObject({
+      tenant_id: tenant.id,
+      theme_type: 'custom',
+      status: 'active',
+      config,
+    });
     const tpl = await call('POST', `${app.url.admin}/v1/tenants/${tenant.id}/wheel-themes`, {
       headers: { 'x-api-key': key },
-      body: { name: 'house template', theme_type: 'template', config: { ...config, segment_overrides: undefined } },
+      body: {
+        name: 'house template',
+        theme_type: 'template',
+        config: { ...config, segment_overrides: undefined },
+      },
     });
     expect([tpl.status, tpl.body.config.segment_overrides]).toEqual([201, {}]);
 
     for (const [body, message] of [
-      [{ name: 'x', config: { ...config, wheel: { ...config.wheel, background_color: 'blue' } } }, /^body\.config\.wheel\.background_color must match pattern/],
-      [{ name: 'x', config: { ...config, wheel: { ...config.wheel, border_width: 101 } } }, /^body\.config\.wheel\.border_width must be <= 100/],
-      [{ name: 'x', config: { ...config, wheel: { ...config.wheel, center_radius: '3' } } }, /^body\.config\.wheel\.center_radius must be a number/],
-      [{ name: 'x', config: { ...config, segments: { ...config.segments, text_color: undefined } } }, /^body\.config\.segments\.text_color is required/],
-      [{ name: 'x', config: { ...config, segment_overrides: { '100': { color: '#000' } } } }, /^body\.config\.segment_overrides/],
-      [{ name: 'x', config: { ...config, segment_overrides: { '1': { colour: '#000' } } } }, /^body\.config\.segment_overrides\[1\]\.colour is not allowed/],
+      [
+        { name: 'x', config: { ...config, wheel: { ...config.wheel, background_color: 'blue' } } },
+        /^body\.config\.wheel\.background_color must match pattern/,
+      ],
+      [
+        { name: 'x', config: { ...config, wheel: { ...config.wheel, border_width: 101 } } },
+        /^body\.config\.wheel\.border_width must be <= 100/,
+      ],
+      [
+        { name: 'x', config: { ...config, wheel: { ...config.wheel, center_radius: '3' } } },
+        /^body\.config\.wheel\.center_radius must be a number/,
+      ],
+      [
+        { name: 'x', config: { ...config, segments: { ...config.segments, text_color: undefined } } },
+        /^body\.config\.segments\.text_color is required/,
+      ],
+      [
+        { name: 'x', config: { ...config, segment_overrides: { '100': { color: '#000' } } } },
+        /^body\.config\.segment_overrides/,
+      ],
+      [
+        { name: 'x', config: { ...config, segment_overrides: { '1': { colour: '#000' } } } },
+        /^body\.config\.segment_overrides\[1\]\.colour is not allowed/,
+      ],
       [{ name: 'x', theme_type: 'system', config }, /^body\.theme_type must be one of "template", "custom"/],
       [{ name: 'x', status: 'deleted', config }, /^body\.status must be one of "active", "archived"/],
       [{ name: 'x' }, /^body\.config is required/],
@@ -379,8 +493,12 @@ describe.each(SHAPES)('spin wheels [%s]', (shape) => {
     const ids = (r: { themes: Array<{ id: string }> }) => r.themes.map((t) => t.id);
     expect(ids(all)).toEqual(expect.arrayContaining([custom.body.id, tpl.body.id]));
     expect(ids((await admin('GET', '/v1/wheel-themes?theme_type=template')).body)).toContain(tpl.body.id);
-    expect(ids((await admin('GET', '/v1/wheel-themes?theme_type=template')).body)).not.toContain(custom.body.id);
-    expect(ids((await admin('GET', '/v1/wheel-themes?theme_type=custom&status=active')).body)).toContain(custom.body.id);
+    expect(ids((await admin('GET', '/v1/wheel-themes?theme_type=template')).body)).not.toContain(
+      custom.body.id,
+    );
+    expect(ids((await admin('GET', '/v1/wheel-themes?theme_type=custom&status=active')).body)).toContain(
+      custom.body.id,
+    );
     expect((await admin('GET', '/v1/wheel-themes?theme_type=system')).status).toBe(400);
     expect((await admin('GET', '/v1/wheel-themes?status=gone')).status).toBe(400);
 
@@ -433,10 +551,16 @@ describe.each(SHAPES)('spin wheels [%s]', (shape) => {
     expect(ids((await admin('GET', '/v1/wheel-themes?status=active')).body)).not.toContain(custom.body.id);
     const still = (await admin('GET', `/v1/wheels/${w.id}`)).body.resolved_theme;
     expect([still.theme_name, still.wheel.border_width]).toEqual(['renamed', 12]);
-    expect((await admin('PUT', `/v1/wheels/${onTemplate.id}`, { config: { theme_id: custom.body.id } })).status).toBe(400);
-    expect((await admin('PUT', `/v1/wheel-themes/${TEMPLATE_IDS[0]}`, { name: 'mine now' })).status).toBe(403);
+    expect(
+      (await admin('PUT', `/v1/wheels/${onTemplate.id}`, { config: { theme_id: custom.body.id } })).status,
+    ).toBe(400);
+    expect((await admin('PUT', `/v1/wheel-themes/${TEMPLATE_IDS[0]}`, { name: 'mine now' })).status).toBe(
+      403,
+    );
     expect((await admin('PUT', '/v1/wheel-themes/nope', { name: 'x' })).status).toBe(404);
-    expect((await admin('PUT', `/v1/wheel-themes/${tpl.body.id}`, { config: { wheel: {} } })).status).toBe(400);
+    expect((await admin('PUT', `/v1/wheel-themes/${tpl.body.id}`, { config: { wheel: {} } })).status).toBe(
+      400,
+    );
   });
 
   it('answers spin statuses: 404 unknown, 400 not active, not started, ended; lists only available wheels', async () => {
@@ -461,7 +585,9 @@ describe.each(SHAPES)('spin wheels [%s]', (shape) => {
     expect((await spin(off.id, u)).body.error.code).toBe('WHEEL_NOT_ACTIVE');
 
     const listed = async () =>
-      ((await query('GET', '/v1/wheels')).body.wheels as Array<{ id: string; resolved_theme: unknown }>).map((w) => w.id);
+      ((await query('GET', '/v1/wheels')).body.wheels as Array<{ id: string; resolved_theme: unknown }>).map(
+        (w) => w.id,
+      );
     let now = await listed();
     expect(now).toContain(window.id);
     expect(now).not.toContain(future.id);
@@ -481,14 +607,20 @@ describe.each(SHAPES)('spin wheels [%s]', (shape) => {
 
     // The query list is the token's tenant's only, and needs a token.
     const other = await tenantWithCredentials(app);
-    const theirs = await call('GET', `${app.url.query}/v1/wheels`, { headers: { authorization: `Bearer ${other.token}` } });
+    const theirs = await call('GET', `${app.url.query}/v1/wheels`, {
+      headers: { authorization: `Bearer ${other.token}` },
+    });
     expect(theirs.body.wheels).toEqual([]);
     expect((await call('GET', `${app.url.query}/v1/wheels`)).status).toBe(401);
     // Another tenant's wheel is unknown to this tenant's token.
-    expect((await call('POST', `${app.url.query}/v1/wheels/${window.id}/spin`, {
-      headers: { authorization: `Bearer ${other.token}` },
-      body: { user_id: 'x' },
-    })).status).toBe(404);
+    expect(
+      (
+        await call('POST', `${app.url.query}/v1/wheels/${window.id}/spin`, {
+          headers: { authorization: `Bearer ${other.token}` },
+          body: { user_id: 'x' },
+        })
+      ).status,
+    ).toBe(404);
   });
 
   it('daily limit: resets at midnight UTC', async () => {
@@ -499,8 +631,13 @@ describe.each(SHAPES)('spin wheels [%s]', (shape) => {
     expect((await spin(w.id, u)).status).toBe(200);
     const third = await spin(w.id, u);
     expect([third.status, third.body.error.code]).toEqual([400, 'SPIN_LIMIT_REACHED']);
-    expect(third.body.error.message).toMatch(/Daily limit of 2 spins reached; it resets at midnight UTC \(2026-11-21T00:00:00\.000Z, in 2h\)/);
-    expect(third.body.error.details).toEqual({ next_spin_at: '2026-11-21T00:00:00.000Z', retry_after_seconds: 7200 });
+    expect(third.body.error.message).toMatch(
+      /Daily limit of 2 spins reached; it resets at midnight UTC \(2026-11-21T00:00:00\.000Z, in 2h\)/,
+    );
+    expect(third.body.error.details).toEqual({
+      next_spin_at: '2026-11-21T00:00:00.000Z',
+      retry_after_seconds: 7200,
+    });
     // Another user and another wheel count apart.
     expect((await spin(w.id, user('daily'))).status).toBe(200);
     clock.set(Date.parse('2026-11-20T23:59:59.999Z'));
@@ -536,8 +673,13 @@ describe.each(SHAPES)('spin wheels [%s]', (shape) => {
     clock.advance(HOUR + 59 * 60_000);
     const r = await spin(w.id, u);
     expect([r.status, r.body.error.code]).toEqual([400, 'SPIN_COOLDOWN']);
-    expect(r.body.error.message).toMatch(/^Cooldown of 2 hours: next spin in 1m \(at 2026-11-20T12:00:00\.000Z\)/);
-    expect(r.body.error.details).toEqual({ next_spin_at: '2026-11-20T12:00:00.000Z', retry_after_seconds: 60 });
+    expect(r.body.error.message).toMatch(
+      /^Cooldown of 2 hours: next spin in 1m \(at 2026-11-20T12:00:00\.000Z\)/,
+    );
+    expect(r.body.error.details).toEqual({
+      next_spin_at: '2026-11-20T12:00:00.000Z',
+      retry_after_seconds: 60,
+    });
     clock.advance(60_000);
     expect((await spin(w.id, u)).status).toBe(200);
     const again = await spin(w.id, u);
@@ -581,8 +723,18 @@ describe.each(SHAPES)('spin wheels [%s]', (shape) => {
     const rows = await ledger(u);
     expect(rows).toEqual(
       expect.arrayContaining([
-        expect.objectContaining({ currency_id: 'gems', amount: -3, source_type: 'wheel_spin', source_ref: r.body.spin_id }),
-        expect.objectContaining({ currency_id: 'coins', amount: 50, source_type: 'wheel', source_ref: r.body.spin_id }),
+        expect.objectContaining({
+          currency_id: 'gems',
+          amount: -3,
+          source_type: 'wheel_spin',
+          source_ref: r.body.spin_id,
+        }),
+        expect.objectContaining({
+          currency_id: 'coins',
+          amount: 50,
+          source_type: 'wheel',
+          source_ref: r.body.spin_id,
+        }),
       ]),
     );
     // The 402 spent none of the daily limit: the paid spin was the first; now the limit holds.
@@ -664,7 +816,12 @@ describe.each(SHAPES)('spin wheels [%s]', (shape) => {
         expect(s.reward_item_id).toBe(s.result_index === 0 ? items.badge : null);
       }
     }
-    const only = await query('GET', `/v1/wheels/user/${u}/history?wheel_id=${w2.id}&limit=1&offset=1`, undefined, mine);
+    const only = await query(
+      'GET',
+      `/v1/wheels/user/${u}/history?wheel_id=${w2.id}&limit=1&offset=1`,
+      undefined,
+      mine,
+    );
     expect([only.body.total, only.body.spins.length, only.body.spins[0].wheel_id]).toEqual([2, 1, w2.id]);
     expect((await query('GET', `/v1/wheels/user/other/history`, undefined, mine)).status).toBe(403);
     expect((await query('GET', `/v1/wheels/user/${u}/history?limit=1001`)).status).toBe(400);
@@ -731,14 +888,24 @@ describe.each(SHAPES)('spin wheels [%s]', (shape) => {
     expect(r2.status).toBe(404);
     const readOnly = (await createKey(app, [tenant.id], ['wheels:read'])).key;
     const head = { 'x-api-key': readOnly };
-    expect((await call('GET', `${app.url.admin}/v1/wheels?tenant_id=${tenant.id}`, { headers: head })).status).toBe(200);
     expect(
-      (await call('POST', `${app.url.admin}/v1/wheels?tenant_id=${tenant.id}`, { headers: head, body: { name: 'x', config: {} } }))
-        .status,
+      (await call('GET', `${app.url.admin}/v1/wheels?tenant_id=${tenant.id}`, { headers: head })).status,
+    ).toBe(200);
+    expect(
+      (
+        await call('POST', `${app.url.admin}/v1/wheels?tenant_id=${tenant.id}`, {
+          headers: head,
+          body: { name: 'x', config: {} },
+        })
+      ).status,
     ).toBe(403);
     const walletOnly = (await createKey(app, [tenant.id], ['wallet:*'])).key;
     expect(
-      (await call('GET', `${app.url.admin}/v1/wheel-themes/templates`, { headers: { 'x-api-key': walletOnly } })).status,
+      (
+        await call('GET', `${app.url.admin}/v1/wheel-themes/templates`, {
+          headers: { 'x-api-key': walletOnly },
+        })
+      ).status,
     ).toBe(403);
   });
 });
