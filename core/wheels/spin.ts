@@ -188,7 +188,8 @@ export async function spin(
         source_type: SPIN_COST_SOURCE,
         source_ref: spinId,
         description: `Spin of wheel ${wheel.name}`,
-        idempotency_key: `wheel_spin:${spinId}`,
+        // No idempotency key: the spin id is new to every spin, so a key would never replay and
+        // would cost the wallet a lock and two reads.
         now,
         purpose: 'spend',
       });
