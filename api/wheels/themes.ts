@@ -2,13 +2,7 @@
  * Admin routes of wheel themes: create, list (filters theme_type and status), the system
  * templates, and update (archive with status), under `?tenant_id` and `/v1/tenants/{tenant_id}/`.
  */
-import {
-  createTheme,
-  listThemes,
-  SYSTEM_TEMPLATES,
-  updateTheme,
-  type ThemeConfig,
-} from '../../core/wheels/themes';
+import { createTheme, listThemes, SYSTEM_TEMPLATES, updateTheme } from '../../core/wheels/themes';
 import { scope } from '../../http/auth/scopes';
 import { errors } from '../../http/errors';
 import { route, type RouteSpec } from '../../http/route';
@@ -28,8 +22,7 @@ export function wheelThemeRoutes(deps: WheelDeps): RouteSpec[] {
         auth: write,
         body: 'wheel_theme.create',
         status: 201,
-        handler: async ({ tenant, body: b }) =>
-          createTheme(sql, deps.random, tenant.id, { ...b, config: b.config as ThemeConfig }, clock.now()),
+        handler: async ({ tenant, body: b }) => createTheme(sql, deps.random, tenant.id, b, clock.now()),
       }),
     ),
     ...bothForms(
@@ -67,13 +60,7 @@ export function wheelThemeRoutes(deps: WheelDeps): RouteSpec[] {
         handler: async ({ tenant, params, body: b }) => {
           if (SYSTEM_TEMPLATES.some((t) => t.id === params.theme_id))
             throw errors.forbidden('System templates cannot be changed; create a theme from one instead');
-          const t = await updateTheme(
-            sql,
-            tenant.id,
-            params.theme_id,
-            { ...b, config: b.config as ThemeConfig | undefined },
-            clock.now(),
-          );
+          const t = await updateTheme(sql, tenant.id, params.theme_id, b, clock.now());
           if (!t) throw errors.notFound(`Wheel theme ${params.theme_id} not found`);
           return t;
         },

@@ -16,6 +16,7 @@ import {
   withThemes,
   type Wheel,
   type WheelConfig,
+  type WheelConfigInput,
 } from '../../core/wheels/wheels';
 import { answerRefusals } from '../../http/domain-errors';
 import { errors } from '../../http/errors';
@@ -29,7 +30,7 @@ export function wheelAdminRoutes(deps: WheelDeps): RouteSpec[] {
   /** Validates a whole config and writes it with what it names checked in the same transaction. */
   const writeChecked = (
     tenantId: string,
-    config: WheelConfig | undefined,
+    config: WheelConfigInput | undefined,
     write: (q: Queryable, config: WheelConfig | undefined) => Promise<Wheel | null>,
   ) =>
     answerRefusals(
@@ -61,7 +62,7 @@ export function wheelAdminRoutes(deps: WheelDeps): RouteSpec[] {
         body: 'wheel.create',
         status: 201,
         handler: async ({ tenant, body: b }) =>
-          writeChecked(tenant.id, b.config as WheelConfig, (q, config) =>
+          writeChecked(tenant.id, b.config, (q, config) =>
             createWheel(q, deps.random, tenant.id, { ...b, config: config! }, clock.now()),
           ),
       }),
@@ -114,7 +115,7 @@ export function wheelAdminRoutes(deps: WheelDeps): RouteSpec[] {
                 if (!cur) throw errors.notFound(`Wheel ${id} not found`);
                 let config: WheelConfig | undefined;
                 if (b.config) {
-                  const n = normalizeConfig({ ...cur.config, ...(b.config as Partial<WheelConfig>) });
+                  const n = normalizeConfig({ ...cur.config, ...b.config });
                   if (!n.ok) throw errors.validation(n.error);
                   const problem = await checkReferences(q, deps.wallet, tenant.id, n.config);
                   if (problem) throw errors.validation(problem);

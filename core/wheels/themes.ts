@@ -26,6 +26,11 @@ export interface ThemeConfig {
   segment_overrides: Record<string, { color?: string; text_color?: string }>;
 }
 
+/** A theme config as a request gives it: `segment_overrides` may be left out. */
+export type ThemeConfigInput = Omit<ThemeConfig, 'segment_overrides'> & {
+  segment_overrides?: ThemeConfig['segment_overrides'];
+};
+
 /** A partial theme config, as a wheel's `theme_overrides` gives it. */
 export interface ThemeOverrides {
   wheel?: Partial<ThemeConfig['wheel']>;
@@ -262,7 +267,7 @@ export async function createTheme(
     description?: string | null;
     theme_type: ThemeType;
     status: ThemeStatus;
-    config: ThemeConfig;
+    config: ThemeConfigInput;
   },
   now: number,
 ): Promise<Theme> {
@@ -293,7 +298,7 @@ export async function updateTheme(
     description?: string | null;
     theme_type?: ThemeType;
     status?: ThemeStatus;
-    config?: ThemeConfig;
+    config?: ThemeConfigInput;
   },
   now: number,
 ): Promise<Theme | null> {

@@ -38,6 +38,9 @@ export interface WheelConfig {
   cost?: { currency_id: string; amount: number } | null;
 }
 
+/** A config as a request gives it: `frequency` may be left out (unlimited). */
+export type WheelConfigInput = Omit<WheelConfig, 'frequency'> & { frequency?: WheelConfig['frequency'] };
+
 export interface Wheel {
   id: string;
   tenant_id: string;
@@ -82,7 +85,7 @@ export const MAX_FREQUENCY_VALUE = 1_000_000;
  * state, with the message naming the field.
  */
 export function normalizeConfig(
-  c: WheelConfig,
+  c: WheelConfigInput,
   at = 'body.config',
 ): { ok: true; config: WheelConfig } | { ok: false; error: string } {
   const fail = (error: string) => ({ ok: false as const, error });
