@@ -198,15 +198,13 @@ async function benchShape(shape: string, cleanup: Cleanup, rootKey: string) {
     const users = Array.from({ length: USERS }, (_, i) => `u${i}`);
     for (let i = 0; i < users.length; i += 50)
       await Promise.all(
-        users
-          .slice(i, i + 50)
-          .map((u) =>
-            http('POST', adminPath('/wallet/grant'), root, {
-              user_id: u,
-              currency_id: 'coins',
-              amount: 10_000_000,
-            }),
-          ),
+        users.slice(i, i + 50).map((u) =>
+          http('POST', adminPath('/wallet/grant'), root, {
+            user_id: u,
+            currency_id: 'coins',
+            amount: 10_000_000,
+          }),
+        ),
       );
     const now = Math.floor(Date.now() / 1000);
     const token = await new SignJWT({ sub_type: 'tenant', sub_id: tenant })
