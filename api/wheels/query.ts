@@ -46,7 +46,8 @@ export function wheelQueryRoutes(deps: WheelDeps): RouteSpec[] {
       summary: "A user's spins, newest first (wheel_id filter; default 100, max 1000)",
       response: 'wheel.history.view',
       query: 'wheel.history.query',
-      handler: async ({ tenant, params, query: q }) => spinHistory(sql, tenant.id, params.user_id, q),
+      handler: async ({ tenant, params, query: q }) =>
+        spinHistory(sql, tenant.id, { ...q, user_id: params.user_id }),
     }),
   ];
 }

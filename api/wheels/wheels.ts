@@ -161,12 +161,29 @@ export function wheelAdminRoutes(deps: WheelDeps): RouteSpec[] {
       route({
         ...common,
         method: 'GET',
+        path: '/v1/wheels/:wheel_id/spins',
+        summary: "A wheel's spins with their audit fields, newest first (user_id filter), for operators",
+        response: 'wheel.history.view',
+        auth: read,
+        query: 'wheel.spins.query',
+        handler: async ({ tenant, params, query: q }) => {
+          if (!(await getWheel(sql, tenant.id, params.wheel_id)))
+            throw errors.notFound(`Wheel ${params.wheel_id} not found`);
+          return spinHistory(sql, tenant.id, { ...q, wheel_id: params.wheel_id });
+        },
+      }),
+    ),
+    ...bothForms(
+      route({
+        ...common,
+        method: 'GET',
         path: '/v1/wheels/user/:user_id/history',
         summary: "A user's spins with their audit fields, newest first (wheel_id filter)",
         response: 'wheel.history.view',
         auth: read,
         query: 'wheel.history.query',
-        handler: async ({ tenant, params, query: q }) => spinHistory(sql, tenant.id, params.user_id, q),
+        handler: async ({ tenant, params, query: q }) =>
+          spinHistory(sql, tenant.id, { ...q, user_id: params.user_id }),
       }),
     ),
   ];

@@ -285,15 +285,15 @@ interface SpinRow {
   spun_at: number;
 }
 
-/** A user's spins, newest first, optionally of one wheel. */
+/** Spins newest first: a user's (optionally of one wheel), or a wheel's (optionally of one user). */
 export async function spinHistory(
   q: Queryable,
   tenantId: string,
-  userId: string,
-  f: { wheel_id?: string; limit: number; offset: number },
+  f: { user_id?: string; wheel_id?: string; limit: number; offset: number },
 ) {
-  const where = 'tenant_id = $1 AND user_id = $2 AND ($3::text IS NULL OR wheel_id = $3)';
-  const params = [tenantId, userId, f.wheel_id ?? null];
+  const where =
+    'tenant_id = $1 AND ($2::text IS NULL OR user_id = $2) AND ($3::text IS NULL OR wheel_id = $3)';
+  const params = [tenantId, f.user_id ?? null, f.wheel_id ?? null];
   const total = await q.query<{ n: number }>(
     `SELECT count(*)::int AS n FROM wheel_spins WHERE ${where}`,
     params,

@@ -2429,6 +2429,14 @@ export interface WheelSpinView {
   spun_at: string;
 }
 
+/** wheel.spins.query (schemas/http/wheel.spins.query.json) */
+
+export interface WheelSpinsQuery {
+  user_id?: string;
+  limit: number;
+  offset: number;
+}
+
 /** wheel.update (schemas/http/wheel.update.json) */
 
 export interface WheelUpdate {
@@ -2900,6 +2908,7 @@ export interface HttpSchemas {
   'wheel.list.view': WheelListView;
   'wheel.spin': WheelSpin;
   'wheel.spin.view': WheelSpinView;
+  'wheel.spins.query': WheelSpinsQuery;
   'wheel.update': WheelUpdate;
   'wheel.view': WheelView;
   'wheel_theme.config': WheelThemeConfig;

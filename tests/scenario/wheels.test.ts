@@ -747,6 +747,20 @@ describe.each(SHAPES)('spin wheels [%s]', (shape) => {
     expect([off.status, off.body.error.code]).toEqual([400, 'WHEEL_COST_UNAVAILABLE']);
     await admin('PUT', '/v1/wallet/currencies/gems', { active: true });
     expect(await balance(u, 'gems')).toBe(2);
+    // A prize that cannot be credited (its currency deactivated since): the spin stands, the
+    // grant says failed (an operator re-grants), nothing is credited.
+    const w3 = await wheel({ segments: segs([items.coins50!, 1], [items.coins50!, 1]) });
+    await admin('PUT', '/v1/wallet/currencies/coins', { active: false });
+    const failed = await spin(w3.id, u).finally(() =>
+      admin('PUT', '/v1/wallet/currencies/coins', { active: true }),
+    );
+    expect([failed.status, failed.body.prize]).toEqual([200, { status: 'failed', transaction_id: null }]);
+    expect(await balance(u, 'coins')).toBe(50);
+    const grants = (await query('GET', `/v1/grants/user/${u}`)).body.grants;
+    expect(grants.find((g: { source_ref: string }) => g.source_ref === failed.body.spin_id)).toMatchObject({
+      status: 'failed',
+      source_type: 'wheel',
+    });
   });
 
   it('no-win segments: no prize, no grant, only the cost', async () => {
@@ -835,6 +849,23 @@ describe.each(SHAPES)('spin wheels [%s]', (shape) => {
       headers: { 'x-api-key': key },
     });
     expect(viaPath.body).toEqual(all.body);
+    // An operator lists a wheel's spins (all users, or one), with the same audit fields.
+    const byWheel = await admin('GET', `/v1/wheels/${w1.id}/spins`);
+    expect([byWheel.status, byWheel.body.total]).toEqual([200, 5]);
+    expect(byWheel.body.spins).toEqual(
+      all.body.spins.filter((x: { wheel_id: string }) => x.wheel_id === w1.id),
+    );
+    const byWheelUser = await call(
+      'GET',
+      `${app.url.admin}/v1/tenants/${tenant.id}/wheels/${w2.id}/spins?user_id=${u}&limit=1`,
+      { headers: { 'x-api-key': key } },
+    );
+    expect([byWheelUser.body.total, byWheelUser.body.spins.length]).toEqual([2, 1]);
+    expect((await admin('GET', `/v1/wheels/${w1.id}/spins?user_id=nobody`)).body).toEqual({
+      spins: [],
+      total: 0,
+    });
+    expect((await admin('GET', '/v1/wheels/nope/spins')).status).toBe(404);
     // Default page: 100.
     const many = await wheel({});
     const v = user('page');

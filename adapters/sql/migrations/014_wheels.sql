@@ -70,3 +70,4 @@ CREATE TABLE wheel_spins (
   FOREIGN KEY (tenant_id, wheel_id) REFERENCES wheels (tenant_id, id)
 );
 CREATE INDEX wheel_spins_user ON wheel_spins (tenant_id, user_id, seq DESC);
+CREATE INDEX wheel_spins_wheel ON wheel_spins (tenant_id, wheel_id, seq DESC);
