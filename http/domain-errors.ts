@@ -13,7 +13,19 @@ import { AddressCheckUnavailable, AddressRefused } from '../core/webhooks/addres
 import { WindowNotFound } from '../core/leaderboards/queries';
 import { TenancyError } from '../core/tenancy/store';
 import { WalletError } from '../core/wallet/wallet';
+import { WheelError } from '../core/wheels/spin';
 import { ApiError, errors } from './errors';
+
+/** Error codes of refused spins (SPEC.md leaves them open; docs/wheels.md lists them). */
+const WHEEL_CODES = {
+  not_found: 'NOT_FOUND',
+  not_active: 'WHEEL_NOT_ACTIVE',
+  not_started: 'WHEEL_NOT_STARTED',
+  ended: 'WHEEL_ENDED',
+  limit_reached: 'SPIN_LIMIT_REACHED',
+  cooldown: 'SPIN_COOLDOWN',
+  cost_unavailable: 'WHEEL_COST_UNAVAILABLE',
+} as const;
 
 /** How one domain error class answers. */
 interface Mapping<E extends Error> {
@@ -61,6 +73,22 @@ export const MAPPINGS: readonly Mapping<Error>[] = [
       errors.unavailable(
         `body.url: the address check could not finish (${err.message}); nothing was registered, retry`,
       ),
+  }),
+  // Wheel spins (docs/wheels.md "Statuses"): 404 an unknown wheel, else 400 with the reason; a
+  // cooldown or daily limit says when the next spin is allowed.
+  mapping({
+    type: WheelError,
+    answer: (err) => {
+      if (err.kind === 'not_found') return errors.notFound(err.message);
+      const details =
+        err.nextSpinAt === undefined
+          ? undefined
+          : {
+              next_spin_at: new Date(err.nextSpinAt).toISOString(),
+              retry_after_seconds: Math.max(1, Math.ceil((err.nextSpinAt - (err.now ?? 0)) / 1000)),
+            };
+      return new ApiError(400, WHEEL_CODES[err.kind], err.message, details);
+    },
   }),
 ];
 

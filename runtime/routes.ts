@@ -16,10 +16,12 @@ import { rewardAdminRoutes, rewardQueryRoutes } from '../api/rewards/admin';
 import { walletAdminRoutes } from '../api/wallet/admin';
 import { walletQueryRoutes } from '../api/wallet/query';
 import { webhookAdminRoutes } from '../api/webhooks/admin';
+import { wheelAdminRoutes, wheelQueryRoutes } from '../api/wheels/admin';
 
 export function allRoutes(ctx: AppContext): RouteSpec[] {
   const { services, adapters, clock } = ctx;
   const { sql } = adapters;
+  const wheelDeps = { sql, clock, random: ctx.random, wallet: services.wallet, granter: services.granter };
   const queries = new LeaderboardQueries({ sql, ranks: adapters.ranks, clock, cache: services.leaderboards });
   return [
     ...operatorRoutes(services, { sql }),
@@ -50,6 +52,8 @@ export function allRoutes(ctx: AppContext): RouteSpec[] {
       config: ctx.config.webhooks,
       version: ctx.version,
     }),
+    ...wheelAdminRoutes(wheelDeps),
+    ...wheelQueryRoutes(wheelDeps),
   ];
 }
 
