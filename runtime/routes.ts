@@ -16,6 +16,7 @@ import { rewardAdminRoutes, rewardQueryRoutes } from '../api/rewards/admin';
 import { walletAdminRoutes } from '../api/wallet/admin';
 import { walletQueryRoutes } from '../api/wallet/query';
 import { webhookAdminRoutes } from '../api/webhooks/admin';
+import { couponRoutes } from '../api/coupons/admin';
 
 export function allRoutes(ctx: AppContext): RouteSpec[] {
   const { services, adapters, clock } = ctx;
@@ -43,6 +44,15 @@ export function allRoutes(ctx: AppContext): RouteSpec[] {
     ...rewardAdminRoutes({ sql, clock }),
     ...rewardQueryRoutes({ sql }),
     ...levelRoutes({ sql, clock, wallet: services.wallet }),
+    ...couponRoutes({
+      sql,
+      clock,
+      random: ctx.random,
+      granter: services.granter,
+      facts: services.facts,
+      rateLimiter: services.rateLimiter,
+      guessLimits: ctx.config.couponGuessLimits,
+    }),
     ...webhookAdminRoutes({
       sql,
       clock,
