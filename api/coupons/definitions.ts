@@ -40,12 +40,15 @@ export function couponDefinitionRoutes(deps: CouponDeps): RouteSpec[] {
     if (p) throw errors.validation(p);
     if (c.custom_code !== undefined) {
       const other = await codeTaken(q, tenantId, c.custom_code, definitionId);
-      if (other) throw errors.conflict(`body.config.custom_code: ${c.custom_code} is already a code of this tenant`);
+      if (other)
+        throw errors.conflict(`body.config.custom_code: ${c.custom_code} is already a code of this tenant`);
     }
   };
   const refusals = (c: CouponConfig | undefined) => ({
-    foreignKey: () => errors.validation(`body.config.reward_item_id: reward item ${c?.reward_item_id} does not exist`),
-    unique: () => errors.conflict(`body.config.custom_code: ${c?.custom_code} is already a code of this tenant`),
+    foreignKey: () =>
+      errors.validation(`body.config.reward_item_id: reward item ${c?.reward_item_id} does not exist`),
+    unique: () =>
+      errors.conflict(`body.config.custom_code: ${c?.custom_code} is already a code of this tenant`),
   });
   return [
     ...bothForms(
@@ -105,7 +108,8 @@ export function couponDefinitionRoutes(deps: CouponDeps): RouteSpec[] {
         ...common,
         method: 'PUT',
         path: '/v1/coupons/:definition_id',
-        summary: 'Update a coupon definition (any of name, description, config; a config replaces the whole config)',
+        summary:
+          'Update a coupon definition (any of name, description, config; a config replaces the whole config)',
         auth: write,
         body: 'coupon.update',
         response: 'coupon.view',
@@ -133,7 +137,9 @@ export function couponDefinitionRoutes(deps: CouponDeps): RouteSpec[] {
         body: 'coupon.status',
         response: 'coupon.view',
         handler: async ({ tenant, params, body: b }) => {
-          const r = await sql.tx((q) => moveStatus(q, tenant.id, params.definition_id, b.status, clock.now()));
+          const r = await sql.tx((q) =>
+            moveStatus(q, tenant.id, params.definition_id, b.status, clock.now()),
+          );
           if (!r) throw errors.notFound(`Coupon definition ${params.definition_id} not found`);
           if ('refused' in r) throw errors.conflict(r.refused);
           return r;
@@ -145,11 +151,14 @@ export function couponDefinitionRoutes(deps: CouponDeps): RouteSpec[] {
         ...common,
         method: 'DELETE',
         path: '/v1/coupons/:definition_id',
-        summary: 'Archive a coupon definition (204; its coupons and history are kept, nothing can be redeemed)',
+        summary:
+          'Archive a coupon definition (204; its coupons and history are kept, nothing can be redeemed)',
         auth: write,
         status: 204,
         handler: async ({ tenant, params }) => {
-          const r = await sql.tx((q) => moveStatus(q, tenant.id, params.definition_id, 'archived', clock.now()));
+          const r = await sql.tx((q) =>
+            moveStatus(q, tenant.id, params.definition_id, 'archived', clock.now()),
+          );
           if (!r) throw errors.notFound(`Coupon definition ${params.definition_id} not found`);
           return undefined;
         },
@@ -190,7 +199,10 @@ export function couponDefinitionRoutes(deps: CouponDeps): RouteSpec[] {
               now: clock.now(),
             });
           });
-          return { generated: out.generated, coupons: out.coupons.map((x) => ({ user_id: x.user_id, code: x.code })) };
+          return {
+            generated: out.generated,
+            coupons: out.coupons.map((x) => ({ user_id: x.user_id, code: x.code })),
+          };
         },
       }),
     ),

@@ -40,7 +40,8 @@ export async function guarded<T>(
   const now = clock.now();
   const keys = keysOf(tenantId, userId);
   const budgets: Array<[string, RateWindow[], string]> = [];
-  if (keys.user && deps.guessLimits.user.length) budgets.push([keys.user, deps.guessLimits.user, 'for this user']);
+  if (keys.user && deps.guessLimits.user.length)
+    budgets.push([keys.user, deps.guessLimits.user, 'for this user']);
   if (deps.guessLimits.tenant.length) budgets.push([keys.tenant, deps.guessLimits.tenant, 'in this tenant']);
   for (const [key, windows, who] of budgets) {
     const d = await rl.peek(key, windows, now);
@@ -49,7 +50,8 @@ export async function guarded<T>(
   try {
     return await attempt();
   } catch (err) {
-    if (err instanceof CouponError) for (const [key, windows] of budgets) await rl.hit(key, windows, clock.now());
+    if (err instanceof CouponError)
+      for (const [key, windows] of budgets) await rl.hit(key, windows, clock.now());
     throw err;
   }
 }

@@ -43,7 +43,8 @@ export function couponQueryRoutes(deps: CouponDeps): RouteSpec[] {
       summary: "A user's coupons, newest first",
       query: 'list.query',
       response: 'user_coupon.list.view',
-      handler: async ({ tenant, params, query: p }) => userCoupons(sql, tenant.id, params.user_id, p.limit, p.offset),
+      handler: async ({ tenant, params, query: p }) =>
+        userCoupons(sql, tenant.id, params.user_id, p.limit, p.offset),
     }),
     route({
       ...q,
@@ -61,7 +62,8 @@ export function couponQueryRoutes(deps: CouponDeps): RouteSpec[] {
       ...q,
       method: 'GET',
       path: '/v1/coupons/validate/:code',
-      summary: 'Whether a code can be redeemed now (by user_id when given); failed checks count against guessing',
+      summary:
+        'Whether a code can be redeemed now (by user_id when given); failed checks count against guessing',
       query: 'coupon.validate.query',
       response: 'coupon.validation.view',
       handler: async ({ tenant, params, query: p, principal, ctx }) => {

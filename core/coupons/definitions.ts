@@ -102,7 +102,11 @@ export function configProblem(c: CouponConfig): string | null {
     return `${at}.code_prefix applies to the random format only`;
   if (c.code_format === 'random' && c.custom_code !== undefined)
     return `${at}.custom_code applies to the custom format only`;
-  if (c.starts_at !== undefined && c.expires_at !== undefined && Date.parse(c.starts_at) >= Date.parse(c.expires_at))
+  if (
+    c.starts_at !== undefined &&
+    c.expires_at !== undefined &&
+    Date.parse(c.starts_at) >= Date.parse(c.expires_at)
+  )
     return `${at}.starts_at must be before expires_at`;
   const u = c.usage_limit;
   if ((u.limit_type === 'per_user' || u.limit_type === 'global') && u.max_uses === undefined)
@@ -132,7 +136,11 @@ export function configProblem(c: CouponConfig): string | null {
  * Whether the referenced records exist: the reward item always; the trigger's leaderboard,
  * achievement or streak when auto generation is enabled. Null when they do.
  */
-export async function referenceProblem(q: Queryable, tenantId: string, c: CouponConfig): Promise<string | null> {
+export async function referenceProblem(
+  q: Queryable,
+  tenantId: string,
+  c: CouponConfig,
+): Promise<string | null> {
   if (!(await getItem(q, tenantId, c.reward_item_id)))
     return `body.config.reward_item_id: reward item ${c.reward_item_id} does not exist`;
   const a = c.auto_generate;
@@ -141,7 +149,10 @@ export async function referenceProblem(q: Queryable, tenantId: string, c: Coupon
   const field = 'body.config.auto_generate.trigger_config';
   if (a.trigger === 'leaderboard_rank' && !(await rowExists(q, 'leaderboards', tenantId, t.leaderboard_id!)))
     return `${field}.leaderboard_id: leaderboard ${t.leaderboard_id} does not exist`;
-  if (a.trigger === 'achievement_completed' && !(await rowExists(q, 'achievements', tenantId, t.achievement_id!)))
+  if (
+    a.trigger === 'achievement_completed' &&
+    !(await rowExists(q, 'achievements', tenantId, t.achievement_id!))
+  )
     return `${field}.achievement_id: achievement ${t.achievement_id} does not exist`;
   if (a.trigger === 'streak_milestone' && !(await rowExists(q, 'streak_definitions', tenantId, t.streak_id!)))
     return `${field}.streak_id: streak ${t.streak_id} does not exist`;
@@ -154,7 +165,12 @@ export async function referenceProblem(q: Queryable, tenantId: string, c: Coupon
  * (`to_regclass` is null) the reference cannot be checked and is accepted. The table names are
  * constants of this module, never input.
  */
-async function rowExists(q: Queryable, table: 'leaderboards' | 'achievements' | 'streak_definitions', tenantId: string, id: string): Promise<boolean> {
+async function rowExists(
+  q: Queryable,
+  table: 'leaderboards' | 'achievements' | 'streak_definitions',
+  tenantId: string,
+  id: string,
+): Promise<boolean> {
   const reg = await q.query<{ t: string | null }>('SELECT to_regclass($1)::text AS t', [table]);
   if (!reg.rows[0]?.t) return true;
   const r = await q.query(`SELECT 1 FROM ${table} WHERE tenant_id = $1 AND id = $2`, [tenantId, id]);
@@ -162,7 +178,12 @@ async function rowExists(q: Queryable, table: 'leaderboards' | 'achievements' | 
 }
 
 /** A custom_code another definition (or a user coupon) of the tenant already uses, or null. */
-export async function codeTaken(q: Queryable, tenantId: string, code: string, definitionId?: string): Promise<string | null> {
+export async function codeTaken(
+  q: Queryable,
+  tenantId: string,
+  code: string,
+  definitionId?: string,
+): Promise<string | null> {
   const r = await q.query<{ definition_id: string }>(
     'SELECT definition_id FROM coupon_codes WHERE tenant_id = $1 AND code_key = $2',
     [tenantId, codeKey(code)],
@@ -191,7 +212,15 @@ export async function createDefinition(
   const r = await q.query<Row>(
     `INSERT INTO coupon_definitions (tenant_id, id, name, description, config, reward_item_id, status, created_at, updated_at)
      VALUES ($1, $2, $3, $4, $5, $6, 'active', $7, $7) RETURNING *`,
-    [tenantId, random.uuid(), b.name, b.description ?? null, JSON.stringify(b.config), b.config.reward_item_id, at],
+    [
+      tenantId,
+      random.uuid(),
+      b.name,
+      b.description ?? null,
+      JSON.stringify(b.config),
+      b.config.reward_item_id,
+      at,
+    ],
   );
   const d = toDefinition(r.rows[0]!);
   if (b.config.custom_code !== undefined) await registerSharedCode(q, tenantId, d.id, b.config.custom_code);
@@ -227,7 +256,12 @@ export async function updateDefinition(
 }
 
 /** Reads a definition; `lock` takes its row for update. */
-export async function getDefinition(q: Queryable, tenantId: string, id: string, lock = false): Promise<DefinitionRow | null> {
+export async function getDefinition(
+  q: Queryable,
+  tenantId: string,
+  id: string,
+  lock = false,
+): Promise<DefinitionRow | null> {
   const r = await q.query<Row>(
     `SELECT * FROM coupon_definitions WHERE tenant_id = $1 AND id = $2${lock ? ' FOR UPDATE' : ''}`,
     [tenantId, id],
@@ -246,7 +280,10 @@ export async function listDefinitions(
 ): Promise<{ definitions: CouponDefinition[]; total: number }> {
   const where = `($1::text[] IS NULL OR tenant_id = ANY($1::text[])) AND ($2::text IS NULL OR status = $2)`;
   const args = [tenantIds, o.status ?? null];
-  const total = await q.query<{ n: number }>(`SELECT count(*)::int AS n FROM coupon_definitions WHERE ${where}`, args);
+  const total = await q.query<{ n: number }>(
+    `SELECT count(*)::int AS n FROM coupon_definitions WHERE ${where}`,
+    args,
+  );
   const r = await q.query<Row>(
     `SELECT * FROM coupon_definitions WHERE ${where} ORDER BY created_at, tenant_id, id LIMIT $3 OFFSET $4`,
     [...args, o.limit, o.offset],

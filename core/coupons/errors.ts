@@ -27,7 +27,8 @@ export const couponErrors = {
   notStarted: (at: string) => new CouponError('not_started', `Coupon is not valid before ${at}`),
   expired: (at: string) => new CouponError('expired', `Coupon expired at ${at}`),
   paused: () => new CouponError('paused', 'Coupon definition is paused; the code cannot be redeemed now'),
-  archived: () => new CouponError('archived', 'Coupon definition is archived; the code can no longer be redeemed'),
+  archived: () =>
+    new CouponError('archived', 'Coupon definition is archived; the code can no longer be redeemed'),
   globalLimit: (max: number) =>
     new CouponError('limit_reached', `Usage limit reached: the coupon may be redeemed ${max} times in all`),
   userLimit: (max: number) =>
@@ -35,5 +36,8 @@ export const couponErrors = {
   redeemed: () => new CouponError('already_redeemed', 'Coupon already redeemed'),
   notYours: () => new CouponError('not_yours', "Coupon not found for this user: the code is another user's"),
   rewardFailed: (why: string) =>
-    new CouponError('reward_failed', `The coupon's reward could not be granted (${why}); nothing was redeemed`),
+    new CouponError(
+      'reward_failed',
+      `The coupon's reward could not be granted (${why}); nothing was redeemed`,
+    ),
 };

@@ -63,7 +63,13 @@ export async function generateCoupons(
     const done = new Map(seen.rows.map((r) => [r.source_key, r]));
     const keep = keys.map((k) => !done.has(k));
     for (const r of done.values())
-      skipped.push({ user_id: r.user_id, code: r.code, coupon_id: r.id, created: false, source_key: r.source_key });
+      skipped.push({
+        user_id: r.user_id,
+        code: r.code,
+        coupon_id: r.id,
+        created: false,
+        source_key: r.source_key,
+      });
     users = users.filter((_, i) => keep[i]);
     keys = keys.filter((_, i) => keep[i]);
     if (customCodes) customCodes = customCodes.filter((_, i) => keep[i]);
@@ -171,12 +177,20 @@ async function claimRandom(
 }
 
 /** The given codes, all or nothing: one that is taken or repeated refuses the request. */
-async function claimCustom(q: Queryable, def: DefinitionRow, ids: string[], codes: string[]): Promise<string[]> {
+async function claimCustom(
+  q: Queryable,
+  def: DefinitionRow,
+  ids: string[],
+  codes: string[],
+): Promise<string[]> {
   const seen = new Set<string>();
   for (const code of codes) {
     const k = codeKey(code);
     if (seen.has(k))
-      throw new CouponError('code_taken', `body.custom_codes: ${code} appears twice (codes are unique ignoring case)`);
+      throw new CouponError(
+        'code_taken',
+        `body.custom_codes: ${code} appears twice (codes are unique ignoring case)`,
+      );
     seen.add(k);
   }
   const free = await register(q, def, ids, codes);

@@ -107,10 +107,10 @@ async function resolve(
   const forUpdate = lock ? ' FOR UPDATE' : '';
   let coupon: CouponRow | null = null;
   if (row.coupon_id !== null) {
-    const x = await q.query<CouponRow>(`SELECT * FROM user_coupons WHERE tenant_id = $1 AND id = $2${forUpdate}`, [
-      tenantId,
-      row.coupon_id,
-    ]);
+    const x = await q.query<CouponRow>(
+      `SELECT * FROM user_coupons WHERE tenant_id = $1 AND id = $2${forUpdate}`,
+      [tenantId, row.coupon_id],
+    );
     coupon = x.rows[0] ?? null;
     if (!coupon) throw couponErrors.unknown();
     if (userId !== undefined && coupon.user_id !== userId) throw couponErrors.notYours();
@@ -166,7 +166,11 @@ export async function validateCode(
   const r = await resolve(q, tenantId, code, userId, now, false);
   const u = r.def.config.usage_limit;
   if (u.limit_type === 'global' && r.def.uses >= u.max_uses!) throw couponErrors.globalLimit(u.max_uses!);
-  if (u.limit_type === 'per_user' && userId !== undefined && (await userUses(q, r.def, userId)) >= u.max_uses!)
+  if (
+    u.limit_type === 'per_user' &&
+    userId !== undefined &&
+    (await userUses(q, r.def, userId)) >= u.max_uses!
+  )
     throw couponErrors.userLimit(u.max_uses!);
   return {
     valid: true,
@@ -279,7 +283,13 @@ type JoinedRow = CouponRow & { definition_name: string; def_expires_at: string |
 const fromJoined = (r: JoinedRow) => toCoupon(r, { name: r.definition_name, expires_at: r.def_expires_at });
 
 /** A user's coupons, newest first. */
-export async function userCoupons(q: Queryable, tenantId: string, userId: string, limit: number, offset: number) {
+export async function userCoupons(
+  q: Queryable,
+  tenantId: string,
+  userId: string,
+  limit: number,
+  offset: number,
+) {
   const total = await q.query<{ n: number }>(
     'SELECT count(*)::int AS n FROM user_coupons WHERE tenant_id = $1 AND user_id = $2',
     [tenantId, userId],
@@ -292,16 +302,21 @@ export async function userCoupons(q: Queryable, tenantId: string, userId: string
 }
 
 export async function userCoupon(q: Queryable, tenantId: string, userId: string, id: string) {
-  const r = await q.query<JoinedRow>(`${COUPON_SELECT} WHERE uc.tenant_id = $1 AND uc.user_id = $2 AND uc.id = $3`, [
-    tenantId,
-    userId,
-    id,
-  ]);
+  const r = await q.query<JoinedRow>(
+    `${COUPON_SELECT} WHERE uc.tenant_id = $1 AND uc.user_id = $2 AND uc.id = $3`,
+    [tenantId, userId, id],
+  );
   return r.rows[0] ? fromJoined(r.rows[0]) : null;
 }
 
 /** A user's redemptions, newest first. */
-export async function redemptions(q: Queryable, tenantId: string, userId: string, limit: number, offset: number) {
+export async function redemptions(
+  q: Queryable,
+  tenantId: string,
+  userId: string,
+  limit: number,
+  offset: number,
+) {
   const total = await q.query<{ n: number }>(
     'SELECT count(*)::int AS n FROM coupon_redemptions WHERE tenant_id = $1 AND user_id = $2',
     [tenantId, userId],
