@@ -62,7 +62,11 @@ export async function openRateLimiter(config: Config): Promise<RateLimiter> {
  * The outbox goes first: a fact's webhook is enqueued before those of the reactions it causes (the
  * outbox order is the delivery order). A new feature adds its `Reactions` here.
  */
-export function featureReactions(facts: FactBus, granter: Granter, random: Random = systemRandom): Reactions[] {
+export function featureReactions(
+  facts: FactBus,
+  granter: Granter,
+  random: Random = systemRandom,
+): Reactions[] {
   return [
     outboxReactions,
     tierReactions(facts),

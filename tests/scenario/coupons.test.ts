@@ -535,7 +535,7 @@ describe.each(SHAPES)('coupons [%s]', (shape) => {
 
   it('a shared code honours per_user and global limits; the history pages at 20', async () => {
     const tag = `${shape}${seq++}`;
-    const perUser = await create({
+    await create({
       code_format: 'custom',
       custom_code: `THRICE-${tag}`,
       usage_limit: { limit_type: 'per_user', max_uses: 3 },
@@ -553,7 +553,7 @@ describe.each(SHAPES)('coupons [%s]', (shape) => {
     expect([over.status]).toEqual([400]);
     // A second user has its own three uses.
     expect((await redeem(`THRICE-${tag}`, user('s'))).status).toBe(200);
-    const global = await create({
+    await create({
       code_format: 'custom',
       custom_code: `TWO-${tag}`,
       usage_limit: { limit_type: 'global', max_uses: 2 },
@@ -572,18 +572,16 @@ describe.each(SHAPES)('coupons [%s]', (shape) => {
     expect((await validate(`THRICE-${tag}`, a)).body.error).toMatch(/already redeemed|Usage limit/);
     resetGuessBudgets();
     // Unlimited: 25 users, each once, then the history pages.
-    const unl = await create({
+    await create({
       code_format: 'custom',
       custom_code: `ALL-${tag}`,
       usage_limit: { limit_type: 'unlimited' },
     });
-    void unl;
-    const many = await create({
+    await create({
       code_format: 'custom',
       custom_code: `MANY-${tag}`,
       usage_limit: { limit_type: 'per_user', max_uses: 25 },
     });
-    void many;
     const h = user('h');
     for (let i = 0; i < 22; i++) expect((await redeem(`MANY-${tag}`, h)).status).toBe(200);
     expect((await redeem(`ALL-${tag}`, h)).status).toBe(200);
@@ -621,7 +619,7 @@ describe.each(SHAPES)('coupons [%s]', (shape) => {
 
   it('a per-user limit holds for one user redeeming from 20 connections at once', async () => {
     const s = await setup();
-    const d = await create(
+    await create(
       {
         code_format: 'custom',
         custom_code: `RACE-${shape}`,
@@ -629,11 +627,12 @@ describe.each(SHAPES)('coupons [%s]', (shape) => {
       },
       s,
     );
-    void d;
     const u = user('race');
     const results = await Promise.all(Array.from({ length: 20 }, () => redeem(`RACE-${shape}`, u, s.token)));
     expect(results.filter((r) => r.status === 200)).toHaveLength(3);
-    expect(results.filter((r) => r.status !== 200).every((r) => r.status === 400 || r.status === 429)).toBe(true);
+    expect(results.filter((r) => r.status !== 200).every((r) => r.status === 400 || r.status === 429)).toBe(
+      true,
+    );
     expect(await balance(s.tenant.id, u)).toBe(75);
     // The 17 refusals spent the user's guess budget (5 a minute): a minute later it is back.
     resetGuessBudgets();
