@@ -112,6 +112,8 @@ export async function generateCoupons(
   return { generated: out.length, coupons: [...skipped, ...out] };
 }
 
+const cmp = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
+
 /** Registers codes for coupon ids; returns the keys that were free (inserted). */
 async function register(
   q: Queryable,
@@ -120,13 +122,18 @@ async function register(
   codes: string[],
 ): Promise<Set<string>> {
   const free = new Set<string>();
-  for (let i = 0; i < ids.length; i += CHUNK) {
-    const end = Math.min(ids.length, i + CHUNK);
+  // In key order: two requests inserting overlapping codes wait on each other in one order, never
+  // in a cycle (a deadlock).
+  const keys = codes.map(codeKey);
+  const order = ids.map((_, i) => i).sort((x, y) => cmp(keys[x]!, keys[y]!));
+  for (let i = 0; i < order.length; i += CHUNK) {
+    const part = order.slice(i, i + CHUNK);
     const r = await q.query<{ code_key: string }>(
       `INSERT INTO coupon_codes (tenant_id, code_key, code, definition_id, coupon_id)
-       SELECT $1, lower(u.code), u.code, $2, u.id FROM unnest($3::text[], $4::text[]) AS u(id, code)
+       SELECT $1, lower(u.code), u.code, $2, u.id FROM unnest($3::text[], $4::text[]) WITH ORDINALITY AS u(id, code, n)
+       ORDER BY u.n
        ON CONFLICT (tenant_id, code_key) DO NOTHING RETURNING code_key`,
-      [def.tenant_id, def.id, ids.slice(i, end), codes.slice(i, end)],
+      [def.tenant_id, def.id, part.map((x) => ids[x]!), part.map((x) => codes[x]!)],
     );
     for (const x of r.rows) free.add(x.code_key);
   }
@@ -214,7 +221,8 @@ async function insertShared(
   keys: string[] | undefined,
   now: number,
 ): Promise<GeneratedCoupon[]> {
-  const unique = [...new Set(users)];
+  // Sorted: concurrent requests for overlapping users lock their rows in one order.
+  const unique = [...new Set(users)].sort(cmp);
   const keyOf = new Map<string, string | null>();
   users.forEach((u, i) => {
     if (!keyOf.has(u)) keyOf.set(u, keys?.[i] ?? null);
@@ -225,7 +233,8 @@ async function insertShared(
     const r = await q.query<{ id: string; user_id: string }>(
       `INSERT INTO user_coupons (tenant_id, id, definition_id, user_id, code, shared, status, generated_at, source, source_key)
        SELECT $1, u.id, $2, u.user_id, $3, true, 'active', $4, $5, u.source_key
-       FROM unnest($6::text[], $7::text[], $8::text[]) AS u(id, user_id, source_key)
+       FROM unnest($6::text[], $7::text[], $8::text[]) WITH ORDINALITY AS u(id, user_id, source_key, n)
+       ORDER BY u.n
        ON CONFLICT DO NOTHING RETURNING id, user_id`,
       [
         def.tenant_id,

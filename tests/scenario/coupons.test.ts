@@ -615,6 +615,29 @@ describe.each(SHAPES)('coupons [%s]', (shape) => {
       [s.tenant.id],
     );
     expect(counts.rows[0]).toEqual({ r: 10, g: 10, l: 10, total: '250' });
+    // The same with one shared code: 200 users at once, a global max of 10.
+    await create(
+      {
+        code_format: 'custom',
+        custom_code: `TEN-${shape}`,
+        usage_limit: { limit_type: 'global', max_uses: 10 },
+      },
+      s,
+    );
+    const shared = await Promise.all(users.map((u) => redeem(`ten-${shape}`, u, s.token)));
+    expect(shared.filter((r) => r.status === 200)).toHaveLength(10);
+    const after = await sql.query<{ r: number; g: number }>(
+      `SELECT (SELECT count(*)::int FROM coupon_redemptions WHERE tenant_id = $1) AS r,
+              (SELECT count(*)::int FROM reward_grants WHERE tenant_id = $1 AND source_type = 'coupon') AS g`,
+      [s.tenant.id],
+    );
+    expect(after.rows[0]).toEqual({ r: 20, g: 20 });
+    // The refused users' shared coupons rolled back with their attempts.
+    const held = await sql.query<{ n: number }>(
+      'SELECT count(*)::int AS n FROM user_coupons WHERE tenant_id = $1 AND shared',
+      [s.tenant.id],
+    );
+    expect(held.rows[0]!.n).toBe(10);
   });
 
   it('a per-user limit holds for one user redeeming from 20 connections at once', async () => {
