@@ -176,6 +176,8 @@ describe.each(SHAPES)('coupons [%s]', (shape) => {
     expect((await admin('PUT', `/v1/coupons/${d.id}`, {})).status).toBe(400);
     expect((await admin('GET', '/v1/coupons/00000000-0000-4000-8000-000000000000')).status).toBe(404);
     expect((await admin('PUT', '/v1/coupons/nope', { name: 'x' })).status).toBe(404);
+    // The reward item a definition names cannot be deleted.
+    expect((await admin('DELETE', `/v1/reward-items/${main.item}`)).status).toBe(409);
   });
 
   it('refuses every invalid config with 400 naming the field, and stores nothing', async () => {
@@ -665,6 +667,22 @@ describe.each(SHAPES)('coupons [%s]', (shape) => {
     const r2 = await Promise.all(Array.from({ length: 20 }, () => redeem(coupons[0]!.code, u, s.token)));
     expect(r2.filter((r) => r.status === 200)).toHaveLength(1);
     expect(await balance(s.tenant.id, u)).toBe(100);
+  });
+
+  it('redeems nothing when the reward cannot be granted, and redeems once it can', async () => {
+    const s = await setup();
+    const d = await create({}, s);
+    const u = user('rf');
+    const { coupons } = await generate(d.id, [u], s);
+    expect((await admin('DELETE', '/v1/wallet/currencies/coins', undefined, s)).status).toBe(200);
+    const r = await redeem(coupons[0]!.code, u, s.token);
+    expect([r.status, r.body.error.message]).toEqual([409, expect.stringContaining('nothing was redeemed')]);
+    const mine = await query('GET', `/v1/coupons/user/${u}`, undefined, s.token);
+    expect(mine.body.coupons[0]).toMatchObject({ status: 'active', redemption_count: 0 });
+    expect((await query('GET', `/v1/coupons/user/${u}/redemptions`, undefined, s.token)).body.total).toBe(0);
+    expect((await admin('PUT', '/v1/wallet/currencies/coins', { active: true }, s)).status).toBe(200);
+    expect((await redeem(coupons[0]!.code, u, s.token)).status).toBe(200);
+    expect(await balance(s.tenant.id, u)).toBe(25);
   });
 
   it('limits failed attempts per user and per tenant with 429, whatever the code', async () => {
