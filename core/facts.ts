@@ -172,8 +172,27 @@ export interface CouponRedeemed {
   user_id: string;
   definition_id: string;
   coupon_id: string;
+  /** The redemption's journal row (the webhook's dedupe key). */
+  redemption_id: string;
   code: string;
   reward_item_id: string;
+  /** The reward item as granted (the webhook's `reward_item`). */
+  reward_item: { item_id: string; name: string; reward_type: string; payload: Record<string, unknown> };
+  now: number;
+}
+
+/** A coupon was generated automatically for a user's outcome (coupons' auto_generate). */
+export interface CouponGenerated {
+  tenant_id: string;
+  user_id: string;
+  definition_id: string;
+  coupon_id: string;
+  code: string;
+  /** achievement_completed, streak_milestone or leaderboard_rank. */
+  trigger: string;
+  /** The outcome's unique key (for example `leaderboard:<board>:<window>:<user>`). */
+  source_key: string;
+  expires_at: string | null;
   now: number;
 }
 
@@ -201,6 +220,8 @@ export interface FactTypes {
   'achievement.completed': FactSpec<AchievementCompleted>;
   /** Emitted by coupons (core/coupons/) for every redemption. */
   'coupon.redeemed': FactSpec<CouponRedeemed>;
+  /** Emitted by coupons' automatic generation (core/coupons/auto.ts), one per coupon generated. */
+  'coupon.generated': FactSpec<CouponGenerated>;
 }
 
 /** Any catalogue: fact names to their specs (tests use their own). */

@@ -139,6 +139,49 @@ export const outboxReactions: Reactions = {
         })),
       );
     },
+    'coupon.redeemed': async (q, facts) => {
+      await enqueueMany(
+        q,
+        facts.map((f) => ({
+          tenant_id: f.tenant_id,
+          event_type: 'coupon.redeemed',
+          dedupe_key: `coupon.redeemed:${f.redemption_id}`,
+          created_at: f.now,
+          payload: {
+            event_type: 'coupon.redeemed',
+            tenant_id: f.tenant_id,
+            timestamp: iso(f.now),
+            user_id: f.user_id,
+            code: f.code,
+            reward_item: f.reward_item,
+            definition_id: f.definition_id,
+            coupon_id: f.coupon_id,
+          },
+        })),
+      );
+    },
+    'coupon.generated': async (q, facts) => {
+      await enqueueMany(
+        q,
+        facts.map((f) => ({
+          tenant_id: f.tenant_id,
+          event_type: 'coupon.generated',
+          dedupe_key: `coupon.generated:${f.coupon_id}`,
+          created_at: f.now,
+          payload: {
+            event_type: 'coupon.generated',
+            tenant_id: f.tenant_id,
+            timestamp: iso(f.now),
+            user_id: f.user_id,
+            code: f.code,
+            definition_id: f.definition_id,
+            coupon_id: f.coupon_id,
+            trigger: f.trigger,
+            expires_at: f.expires_at,
+          },
+        })),
+      );
+    },
     'leaderboard.window_completed': async (q, facts) => {
       await enqueueMany(
         q,

@@ -10,6 +10,7 @@
  * applies it (the same answer the check before the write gives).
  */
 import { AddressCheckUnavailable, AddressRefused } from '../core/webhooks/address';
+import { CouponError } from '../core/coupons/errors';
 import { WindowNotFound } from '../core/leaderboards/queries';
 import { TenancyError } from '../core/tenancy/store';
 import { WalletError } from '../core/wallet/wallet';
@@ -88,6 +89,23 @@ export const MAPPINGS: readonly Mapping<Error>[] = [
               retry_after_seconds: Math.max(1, Math.ceil((err.nextSpinAt - (err.now ?? 0)) / 1000)),
             };
       return new ApiError(400, WHEEL_CODES[err.kind], err.message, details);
+    },
+  }),
+  // Coupons (docs/coupons.md "Statuses"): 404 for a code that does not exist, 409 for a code taken or a
+  // reward that could not be granted, 400 with a code per reason for every other refusal.
+  mapping({
+    type: CouponError,
+    answer: (err) => {
+      switch (err.reason) {
+        case 'unknown':
+          return errors.notFound(err.message);
+        case 'code_taken':
+        case 'codes_exhausted':
+        case 'reward_failed':
+          return errors.conflict(err.message);
+        default:
+          return new ApiError(400, `COUPON_${err.reason.toUpperCase()}`, err.message);
+      }
     },
   }),
 ];

@@ -52,6 +52,11 @@ export interface Config {
   rootKey: string | null;
   /** Rate limits per tenant and gateway. */
   rateLimits: { ingest: RateLimitSpec; admin: RateLimitSpec; query: RateLimitSpec };
+  /**
+   * Failed coupon validations and redemptions allowed per user and per tenant before further
+   * attempts answer 429 (docs/coupons.md "Guessing codes").
+   */
+  couponGuessLimits: { user: RateLimitSpec; tenant: RateLimitSpec };
   /** Permitted clock skew of signed requests (X-Timestamp), seconds. */
   signatureSkewSeconds: number;
   /**
@@ -319,6 +324,16 @@ export function loadConfig(env: Env = process.env): Config {
       ),
       admin: parseRateLimit('LUDUS_RATE_LIMIT_ADMIN', str('LUDUS_RATE_LIMIT_ADMIN', '100/s,3000/m')),
       query: parseRateLimit('LUDUS_RATE_LIMIT_QUERY', str('LUDUS_RATE_LIMIT_QUERY', '1000/s,30000/m')),
+    },
+    couponGuessLimits: {
+      user: parseRateLimit(
+        'LUDUS_COUPON_GUESS_LIMIT_USER',
+        str('LUDUS_COUPON_GUESS_LIMIT_USER', '10/m,50/h'),
+      ),
+      tenant: parseRateLimit(
+        'LUDUS_COUPON_GUESS_LIMIT_TENANT',
+        str('LUDUS_COUPON_GUESS_LIMIT_TENANT', '1000/m,20000/h'),
+      ),
     },
     signatureSkewSeconds: int('LUDUS_SIGNATURE_SKEW_SECONDS', 300, 1, 86400),
     tenantCacheMs: int('LUDUS_TENANT_CACHE_MS', 1000, 0, 600000),

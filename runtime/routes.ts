@@ -17,6 +17,7 @@ import { walletAdminRoutes } from '../api/wallet/admin';
 import { walletQueryRoutes } from '../api/wallet/query';
 import { webhookAdminRoutes } from '../api/webhooks/admin';
 import { wheelAdminRoutes, wheelQueryRoutes } from '../api/wheels/admin';
+import { couponRoutes } from '../api/coupons/admin';
 
 export function allRoutes(ctx: AppContext): RouteSpec[] {
   const { services, adapters, clock } = ctx;
@@ -45,6 +46,15 @@ export function allRoutes(ctx: AppContext): RouteSpec[] {
     ...rewardAdminRoutes({ sql, clock }),
     ...rewardQueryRoutes({ sql }),
     ...levelRoutes({ sql, clock, wallet: services.wallet }),
+    ...couponRoutes({
+      sql,
+      clock,
+      random: ctx.random,
+      granter: services.granter,
+      facts: services.facts,
+      rateLimiter: services.rateLimiter,
+      guessLimits: ctx.config.couponGuessLimits,
+    }),
     ...webhookAdminRoutes({
       sql,
       clock,

@@ -24,7 +24,11 @@ describe('feature reactions', () => {
     expect(facts.subscribersOf('wallet.debited')).toEqual(['outbox']);
     expect(facts.subscribersOf('tier.changed')).toEqual(['outbox']);
     expect(facts.subscribersOf('level.reached')).toEqual(['levels']);
-    expect(facts.subscribersOf('leaderboard.rank_finalized')).toEqual(['leaderboard-payouts']);
+    expect(facts.subscribersOf('leaderboard.rank_finalized')).toEqual(['leaderboard-payouts', 'coupons']);
+    expect(facts.subscribersOf('achievement.completed')).toEqual(['coupons']);
+    expect(facts.subscribersOf('streak.milestone_reached')).toEqual(['coupons']);
+    expect(facts.subscribersOf('coupon.redeemed')).toEqual(['outbox']);
+    expect(facts.subscribersOf('coupon.generated')).toEqual(['outbox']);
     expect(facts.subscribersOf('leaderboard.window_completed')).toEqual(['outbox']);
   });
 

@@ -5,11 +5,12 @@
 import type { RateLimiter } from '../adapters/ratelimit/types';
 import { Authenticator } from '../http/auth/authenticator';
 import type { Clock } from '../core/clock';
-import type { Random } from '../core/random';
+import { systemRandom, type Random } from '../core/random';
 import { LeaderboardCache } from '../core/leaderboards/cache';
 import { SecretBox } from '../core/tenancy/secrets';
 import { TenantStore } from '../core/tenancy/store';
 import { FactBus, type Reactions } from '../core/facts';
+import { couponReactions } from '../core/coupons/auto';
 import { payoutReactions } from '../core/leaderboards/payout';
 import { levelReactions } from '../core/levels/levels';
 import { outboxReactions } from '../core/outbox';
@@ -61,8 +62,18 @@ export async function openRateLimiter(config: Config): Promise<RateLimiter> {
  * The outbox goes first: a fact's webhook is enqueued before those of the reactions it causes (the
  * outbox order is the delivery order). A new feature adds its `Reactions` here.
  */
-export function featureReactions(facts: FactBus, granter: Granter): Reactions[] {
-  return [outboxReactions, tierReactions(facts), levelReactions(facts, granter), payoutReactions(granter)];
+export function featureReactions(
+  facts: FactBus,
+  granter: Granter,
+  random: Random = systemRandom,
+): Reactions[] {
+  return [
+    outboxReactions,
+    tierReactions(facts),
+    levelReactions(facts, granter),
+    payoutReactions(granter),
+    couponReactions(facts, random),
+  ];
 }
 
 export function buildServices(
@@ -86,7 +97,7 @@ export function buildServices(
   const facts = new FactBus();
   const wallet = new Wallet(facts, random);
   const granter = new Granter(wallet, random);
-  facts.register(...featureReactions(facts, granter));
+  facts.register(...featureReactions(facts, granter, random));
   const webhooks = new WebhookStore(adapters.sql, box, clock);
   const leaderboards = new LeaderboardCache({ clock, ttlMs: config.tenantCacheMs });
   return { tenants, auth, rateLimiter, facts, wallet, granter, webhooks, leaderboards };

@@ -26,6 +26,16 @@ export class MemoryRateLimiter implements RateLimiter {
     return d;
   }
 
+  async peek(key: string, windows: RateWindow[], now: number): Promise<RateDecision> {
+    const counts = windows.map((w) => {
+      const c = this.counters.get(`${key}|${w.windowMs}|${Math.floor(now / w.windowMs)}`);
+      return c && c.expires > now ? c.count : 0;
+    });
+    // As a hit would see it, minus the hit itself.
+    const d = decide(windows, counts, now);
+    return d.allowed ? { ...d, remaining: d.remaining + 1 } : d;
+  }
+
   async firstUse(key: string, ttlMs: number, now: number): Promise<boolean> {
     if (++this.sweeps % 10000 === 0) this.sweep(now);
     const k = `once|${key}`;

@@ -48,6 +48,17 @@ export class RedisRateLimiter implements RateLimiter {
     return decide(windows, counts.map(Number), now);
   }
 
+  async peek(key: string, windows: RateWindow[], now: number): Promise<RateDecision> {
+    const keys = windows.map((w) => `{${key}}:${w.windowMs}:${Math.floor(now / w.windowMs)}`);
+    const counts = keys.length ? await this.redis.mget(...keys) : [];
+    const d = decide(
+      windows,
+      counts.map((c) => Number(c ?? 0)),
+      now,
+    );
+    return d.allowed ? { ...d, remaining: d.remaining + 1 } : d;
+  }
+
   async firstUse(key: string, ttlMs: number): Promise<boolean> {
     const ok = await this.redis.set(`once:${key}`, '1', 'PX', Math.max(1, Math.ceil(ttlMs)), 'NX');
     return ok === 'OK';

@@ -23,6 +23,11 @@ export interface RateLimiter {
   readonly kind: 'redis' | 'memory';
   hit(key: string, windows: RateWindow[], now: number): Promise<RateDecision>;
   /**
+   * The decision a hit would get now, without counting anything (a budget of failures checked
+   * before the attempt that may fail: coupon guessing, docs/coupons.md).
+   */
+  peek(key: string, windows: RateWindow[], now: number): Promise<RateDecision>;
+  /**
    * Remembers `key` for `ttlMs` from now; true the first time, false while it is remembered
    * (signed-request replay refusal; Redis `SET NX PX`, so every instance sees every use).
    */

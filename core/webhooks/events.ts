@@ -19,6 +19,7 @@ export const EVENT_TYPES = [
   'streak.milestone_reached',
   'coupon.redeemed',
   'achievement.completed',
+  'coupon.generated',
 ] as const;
 
 export type EventType = (typeof EVENT_TYPES)[number];
@@ -106,6 +107,20 @@ export interface CouponRedeemedEvent extends Envelope {
   user_id: string;
   code: string;
   reward_item: RewardItemView | null;
+  /** Beyond SPEC.md's fields: the definition and the user coupon redeemed. */
+  definition_id: string;
+  coupon_id: string;
+}
+
+/** coupon.generated (not in SPEC.md's table; defined here and in docs/webhooks.md): automatic generation */
+export interface CouponGeneratedEvent extends Envelope {
+  user_id: string;
+  code: string;
+  definition_id: string;
+  coupon_id: string;
+  /** achievement_completed, streak_milestone or leaderboard_rank */
+  trigger: string;
+  expires_at: string | null;
 }
 
 /** achievement.completed (SPEC.md: not shown; defined here and in docs/webhooks.md) */

@@ -74,6 +74,220 @@ export interface ApikeyView {
   revoked_at: string | null;
 }
 
+/** coupon.config (schemas/http/coupon.config.json) */
+
+export interface CouponConfig {
+  /**
+   * An existing reward item of the tenant, granted on redemption
+   */
+  reward_item_id: string;
+  code_format: 'random' | 'custom';
+  /**
+   * Random format only: prepended to generated codes (letters, digits, hyphen, underscore; at most 32)
+   */
+  code_prefix?: string;
+  /**
+   * Random format: length of the random portion
+   */
+  code_length: number;
+  /**
+   * Custom format: one code shared by every user (letters, digits, hyphen, underscore; at most 255)
+   */
+  custom_code?: string;
+  case_sensitive: boolean;
+  starts_at?: string;
+  expires_at?: string;
+  usage_limit: {
+    limit_type: 'per_user' | 'global' | 'unlimited';
+    /**
+     * Required for per_user (redemptions per user) and global (redemptions in all)
+     */
+    max_uses?: number;
+  };
+  auto_generate?: {
+    enabled: boolean;
+    trigger?: 'achievement_completed' | 'streak_milestone' | 'leaderboard_rank';
+    trigger_config?: {
+      achievement_id?: string;
+      streak_id?: string;
+      milestone_threshold?: number;
+      leaderboard_id?: string;
+      rank_threshold?: number;
+    };
+  };
+}
+
+/** coupon.create (schemas/http/coupon.create.json) */
+
+export interface CouponCreate {
+  name: string;
+  description?: string | null;
+  config: CouponConfig;
+}
+
+/** coupon.generate (schemas/http/coupon.generate.json) */
+
+export interface CouponGenerate {
+  /**
+   * @minItems 1
+   * @maxItems 100000
+   */
+  user_ids: string[];
+  /**
+   * Custom format only: one code per user, in the order of user_ids
+   *
+   * @minItems 1
+   * @maxItems 100000
+   */
+  custom_codes?: string[];
+}
+
+/** coupon.generated.view (schemas/http/coupon.generated.view.json) */
+
+export interface CouponGeneratedView {
+  /**
+   * How many user coupons were created (a shared code a user already held is not counted)
+   */
+  generated: number;
+  /**
+   * One per requested user, in the order of user_ids
+   */
+  coupons: {
+    user_id: string;
+    code: string;
+  }[];
+}
+
+/** coupon.list.query (schemas/http/coupon.list.query.json) */
+
+export interface CouponListQuery {
+  limit: number;
+  offset: number;
+  status?: 'active' | 'paused' | 'archived';
+}
+
+/** coupon.list.view (schemas/http/coupon.list.view.json) */
+
+export interface CouponListView {
+  /**
+   * Oldest first
+   */
+  definitions: CouponView[];
+  /**
+   * How many match, beyond the page
+   */
+  total: number;
+}
+
+/** coupon.redeem (schemas/http/coupon.redeem.json) */
+
+export interface CouponRedeem {
+  user_id: string;
+}
+
+/** coupon.redeemed.view (schemas/http/coupon.redeemed.view.json) */
+
+export interface CouponRedeemedView {
+  id: string;
+  definition_id: string;
+  definition_name: string;
+  tenant_id: string;
+  user_id: string;
+  code: string;
+  status: 'active' | 'redeemed';
+  generated_at: string;
+  expires_at: string | null;
+  redeemed_at: string | null;
+  redemption_count: number;
+  reward_item: CouponRewardItemView;
+}
+
+/** coupon.redemption.list.view (schemas/http/coupon.redemption.list.view.json) */
+
+export interface CouponRedemptionListView {
+  /**
+   * Newest first
+   */
+  redemptions: {
+    id: string;
+    definition_id: string;
+    definition_name: string;
+    code: string;
+    redeemed_at: string;
+    reward_item: CouponRewardItemView;
+  }[];
+  total: number;
+}
+
+/** coupon.redemptions.query (schemas/http/coupon.redemptions.query.json) */
+
+export interface CouponRedemptionsQuery {
+  limit: number;
+  offset: number;
+}
+
+/** coupon.reward_item.view (schemas/http/coupon.reward_item.view.json) */
+
+export interface CouponRewardItemView {
+  item_id: string;
+  name: string;
+  reward_type: string;
+  payload: {
+    [k: string]: unknown;
+  };
+}
+
+/** coupon.status (schemas/http/coupon.status.json) */
+
+export interface CouponStatus {
+  status: 'active' | 'paused';
+}
+
+/** coupon.update (schemas/http/coupon.update.json) */
+
+export interface CouponUpdate {
+  name?: string;
+  description?: string | null;
+  config?: CouponConfig;
+}
+
+/** coupon.validate.query (schemas/http/coupon.validate.query.json) */
+
+export interface CouponValidateQuery {
+  user_id?: string;
+}
+
+/** coupon.validation.view (schemas/http/coupon.validation.view.json) */
+
+export interface CouponValidationView {
+  valid: boolean;
+  /**
+   * The user coupon, when valid and the code has one (a shared code before the user's first redemption has none)
+   */
+  coupon: UserCouponView | null;
+  /**
+   * The coupon definition, when valid
+   */
+  definition: CouponView | null;
+  /**
+   * Why the code cannot be redeemed, when invalid
+   */
+  error: string | null;
+}
+
+/** coupon.view (schemas/http/coupon.view.json) */
+
+export interface CouponView {
+  id: string;
+  tenant_id: string;
+  name: string;
+  description: string | null;
+  config: CouponConfig;
+  status: 'active' | 'paused' | 'archived';
+  created_at: string;
+  updated_at: string;
+}
+
 /** currency.create (schemas/http/currency.create.json) */
 
 export interface CurrencyCreate {
@@ -1855,6 +2069,38 @@ export interface TransactionView {
   created_at: string;
 }
 
+/** user_coupon.list.view (schemas/http/user_coupon.list.view.json) */
+
+export interface UserCouponListView {
+  /**
+   * Newest first
+   */
+  coupons: UserCouponView[];
+  total: number;
+}
+
+/** user_coupon.view (schemas/http/user_coupon.view.json) */
+
+export interface UserCouponView {
+  id: string;
+  definition_id: string;
+  definition_name: string;
+  tenant_id: string;
+  user_id: string;
+  code: string;
+  status: 'active' | 'redeemed';
+  generated_at: string;
+  /**
+   * The definition's expires_at
+   */
+  expires_at: string | null;
+  /**
+   * The latest redemption
+   */
+  redeemed_at: string | null;
+  redemption_count: number;
+}
+
 /** wallet.balance.view (schemas/http/wallet.balance.view.json) */
 
 /**
@@ -1995,6 +2241,7 @@ export interface WebhookCreate {
     | 'streak.milestone_reached'
     | 'coupon.redeemed'
     | 'achievement.completed'
+    | 'coupon.generated'
   )[];
   description?: string | null;
   active: boolean;
@@ -2090,6 +2337,7 @@ export interface WebhookSecretView {
     | 'streak.milestone_reached'
     | 'coupon.redeemed'
     | 'achievement.completed'
+    | 'coupon.generated'
   )[];
   /**
    * false: nothing is delivered (turned off, or disabled after failing)
@@ -2154,6 +2402,7 @@ export interface WebhookUpdate {
     | 'streak.milestone_reached'
     | 'coupon.redeemed'
     | 'achievement.completed'
+    | 'coupon.generated'
   )[];
   description?: string | null;
   active?: boolean;
@@ -2186,6 +2435,7 @@ export interface WebhookView {
     | 'streak.milestone_reached'
     | 'coupon.redeemed'
     | 'achievement.completed'
+    | 'coupon.generated'
   )[];
   /**
    * false: nothing is delivered (turned off, or disabled after failing)
@@ -2808,6 +3058,22 @@ export interface HttpSchemas {
   'apikey.created.view': ApikeyCreatedView;
   'apikey.list.view': ApikeyListView;
   'apikey.view': ApikeyView;
+  'coupon.config': CouponConfig;
+  'coupon.create': CouponCreate;
+  'coupon.generate': CouponGenerate;
+  'coupon.generated.view': CouponGeneratedView;
+  'coupon.list.query': CouponListQuery;
+  'coupon.list.view': CouponListView;
+  'coupon.redeem': CouponRedeem;
+  'coupon.redeemed.view': CouponRedeemedView;
+  'coupon.redemption.list.view': CouponRedemptionListView;
+  'coupon.redemptions.query': CouponRedemptionsQuery;
+  'coupon.reward_item.view': CouponRewardItemView;
+  'coupon.status': CouponStatus;
+  'coupon.update': CouponUpdate;
+  'coupon.validate.query': CouponValidateQuery;
+  'coupon.validation.view': CouponValidationView;
+  'coupon.view': CouponView;
   'currency.create': CurrencyCreate;
   'currency.list.view': CurrencyListView;
   'currency.update': CurrencyUpdate;
@@ -2881,6 +3147,8 @@ export interface HttpSchemas {
   'transaction.array.view': TransactionArrayView;
   'transaction.list.view': TransactionListView;
   'transaction.view': TransactionView;
+  'user_coupon.list.view': UserCouponListView;
+  'user_coupon.view': UserCouponView;
   'wallet.balance.view': WalletBalanceView;
   'wallet.balances.view': WalletBalancesView;
   'wallet.deduct': WalletDeduct;

@@ -43,6 +43,17 @@ describe.each(adapters)('RateLimiter contract [%s]', (_name, make) => {
     expect(d3).toMatchObject({ allowed: false, limit: 5, remaining: 0 });
   });
 
+  it('peeks at a key without counting (peek)', async () => {
+    const key = uniqueName('peek');
+    expect(await rl.peek(key, windows, T0)).toMatchObject({ allowed: true, remaining: 3 });
+    for (let i = 0; i < 2; i++) await rl.hit(key, windows, T0);
+    expect(await rl.peek(key, windows, T0)).toMatchObject({ allowed: true, remaining: 1 });
+    expect(await rl.peek(key, windows, T0)).toMatchObject({ allowed: true, remaining: 1 });
+    await rl.hit(key, windows, T0);
+    expect(await rl.peek(key, windows, T0)).toMatchObject({ allowed: false, remaining: 0 });
+    expect(await rl.peek(key, windows, T0 + 1000)).toMatchObject({ allowed: true });
+  });
+
   it('keeps keys apart', async () => {
     const a = uniqueName('a');
     const b = uniqueName('b');

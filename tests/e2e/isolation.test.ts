@@ -136,6 +136,27 @@ describe('tenant isolation across every admin and query route', () => {
       description: canary,
     });
     ids.webhook_id = hook.id;
+    // A coupon definition of A with a shared code, and alice's coupon of it.
+    const coupon = await admin('/v1/coupons', {
+      name: canary,
+      config: {
+        reward_item_id: item.item_id,
+        code_format: 'custom',
+        custom_code: 'CANARYCODE',
+        usage_limit: { limit_type: 'unlimited' },
+      },
+    });
+    ids.definition_id = coupon.id;
+    ids.code = 'CANARYCODE';
+    const gen = await call('POST', `${app.url.admin}/v1/coupons/${coupon.id}/generate?tenant_id=${a.id}`, {
+      headers: { 'x-api-key': keyA },
+      body: { user_ids: ['alice'] },
+    });
+    expect(gen.status).toBe(200);
+    const mine = await call('GET', `${app.url.query}/v1/coupons/user/alice`, {
+      headers: { authorization: `Bearer ${await tenantToken(a)}` },
+    });
+    ids.coupon_id = mine.body.coupons[0].id;
   }
   afterAll(() => app.stop());
 
