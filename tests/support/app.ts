@@ -68,6 +68,10 @@ export async function startTestApp(
     LUDUS_ROOT_KEY: rootKey,
     LUDUS_ROLES: opts.roles ?? 'ingest,api,processors',
     LUDUS_TENANT_CACHE_MS: '0',
+    // Longer than any pause between a test's requests: a server closing an idle keep-alive
+    // connection at the moment the client reuses it answers "other side closed" (a race of HTTP
+    // keep-alive itself, seen under load); tests of the timeout set their own.
+    LUDUS_HTTP_KEEP_ALIVE_TIMEOUT_MS: '60000',
     ...shapeEnv(shape),
     ...opts.env,
   };
