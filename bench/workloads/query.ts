@@ -243,6 +243,38 @@ async function distributed(b: Bench, size: number): Promise<void> {
         ];
       }
     }
+    if (size === Math.max(...p.query.sizes)) {
+      // The query role in two processes sharing the port (serve --processes 2), against the one
+      // process measured above in the same run.
+      await svc?.stop();
+      svc = await startService({
+        label: 'query gateway (distributed, 2 processes)',
+        roles: 'api',
+        env: { ...env, LUDUS_PROCESSES: '2' },
+        logFile: `${b.tmp}/query-distributed-2p.log`,
+      });
+      await wrkQuery(b, svc, token, 'rank', size, 2);
+      const two: WrkResult[] = [];
+      for (let i = 0; i < p.runs; i++) {
+        const r = await wrkQuery(b, svc, token, 'rank', size, p.query.durationS);
+        two.push(r);
+        progress(
+          `query ${label(size)} rank, 2 processes, run ${i + 1}/${p.runs}: ${Math.round(r.rps)} req/s p99 ${r.latencyMs.p99.toFixed(2)} ms`,
+        );
+      }
+      b.results.record(`query.distributed.${label(size)}.two-processes`, two);
+      const row = b.results.row({
+        workload: `query rank lookup, ${label(size)} board, 2 processes`,
+        shape: 'distributed',
+        what: 'requests/s',
+        unit: 'req/s',
+        value: figure(two.map((r) => r.rps)),
+        p50: figure(two.map((r) => r.latencyMs.p50)),
+        p99: figure(two.map((r) => r.latencyMs.p99)),
+        baseline: { name: 'the same lookups, 1 process', value: figure(runs.rank!.map((r) => r.ludus.rps)) },
+      });
+      row.targets = [{ text: '≥20,000/s', met: row.value.median >= 20_000 }];
+    }
   } finally {
     await svc?.stop();
     redis.disconnect();
