@@ -73,10 +73,13 @@ export async function checkCatalog(deps: StoreDeps, tenantId: string, merged: Ca
 export const orderView = (o: OrderRow) => toOrder(o);
 export const orderItem = (o: OrderRow) => toListItem(o);
 
-/** A catalog reward as end users see it: no config, the fulfilment type only; affordability. */
+/**
+ * A catalog reward as end users see it: no config, the fulfilment type only; with a balance,
+ * whether it covers the first price (the primary one) and what is missing.
+ */
 export function storeView(r: CatalogReward, balance: number | undefined) {
-  const prices = (r.purchase?.prices ?? []).map((p) => p.amount);
-  const lowest = prices.length ? Math.min(...prices) : null;
+  // `balance` is one number: it is compared with the reward's first price (its primary price).
+  const lowest = r.purchase?.prices[0]?.amount ?? null;
   const inStock =
     r.variants.length > 0
       ? r.stock !== 0 || r.variants.some((v) => v.stock === null || v.stock === undefined || v.stock > 0)

@@ -2100,11 +2100,11 @@ export interface StoreRewardView {
     type: 'wallet' | 'manual' | 'api';
   };
   /**
-   * With ?balance: whether the balance covers the lowest price
+   * With ?balance: whether the balance covers the reward's first price (its primary price)
    */
   affordable?: boolean;
   /**
-   * With ?balance: what is missing to the lowest price (0 when affordable), null when the reward has no price
+   * With ?balance: what is missing to the first price (0 when affordable), null when the reward has no price
    */
   points_needed?: number | null;
   /**
