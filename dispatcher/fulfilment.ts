@@ -72,13 +72,20 @@ export class FulfilmentWorker {
 
   /** Leases due orders and runs them (at most `concurrency` at once); returns how many ran. */
   async tick(): Promise<number> {
-    const due = await leaseDue(this.deps.sql, this.id, this.deps.clock.now(), this.leaseMs, this.cfg.concurrency);
+    const due = await leaseDue(
+      this.deps.sql,
+      this.id,
+      this.deps.clock.now(),
+      this.leaseMs,
+      this.cfg.concurrency,
+    );
     const callDeps = {
       sql: this.deps.sql,
       orders: this.deps.orders,
       fulfiller: this.deps.fulfiller,
       sender: this.sender,
-      secret: async (tenantId: string) => (await this.deps.tenants.getTenantSecrets(tenantId))?.hmacSecret ?? null,
+      secret: async (tenantId: string) =>
+        (await this.deps.tenants.getTenantSecrets(tenantId))?.hmacSecret ?? null,
       now: () => this.deps.clock.now(),
     };
     await Promise.all(
@@ -87,7 +94,10 @@ export class FulfilmentWorker {
           const outcome = await runDue(callDeps, this.id, o);
           this.log.debug({ tenant_id: o.tenant_id, order_id: o.id, outcome }, 'order fulfilment attempt');
         } catch (err) {
-          this.log.error({ err, tenant_id: o.tenant_id, order_id: o.id }, 'order fulfilment failed; retried after its lease');
+          this.log.error(
+            { err, tenant_id: o.tenant_id, order_id: o.id },
+            'order fulfilment failed; retried after its lease',
+          );
         }
       }),
     );

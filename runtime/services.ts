@@ -101,5 +101,17 @@ export function buildServices(
   facts.register(...featureReactions(facts, granter));
   const webhooks = new WebhookStore(adapters.sql, box, clock);
   const leaderboards = new LeaderboardCache({ clock, ttlMs: config.tenantCacheMs });
-  return { tenants, auth, rateLimiter, facts, wallet, granter, orders, fulfiller, store, webhooks, leaderboards };
+  return {
+    tenants,
+    auth,
+    rateLimiter,
+    facts,
+    wallet,
+    granter,
+    orders,
+    fulfiller,
+    store,
+    webhooks,
+    leaderboards,
+  };
 }

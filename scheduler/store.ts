@@ -5,7 +5,10 @@ import type { StoreService } from '../core/store/store';
 import type { Logger } from '../shared/logger';
 import type { ScheduledJob } from '../core/jobs';
 
-export function expireOrdersJob(deps: { sql: Sql; store: StoreService; log: Logger }, batch = 100): ScheduledJob {
+export function expireOrdersJob(
+  deps: { sql: Sql; store: StoreService; log: Logger },
+  batch = 100,
+): ScheduledJob {
   return {
     name: 'expire-orders',
     async run(now) {
@@ -15,7 +18,10 @@ export function expireOrdersJob(deps: { sql: Sql; store: StoreService; log: Logg
           if (await deps.store.expire(o.tenant_id, o.id, now))
             deps.log.info({ tenant_id: o.tenant_id, order_id: o.id }, 'order expired');
         } catch (err) {
-          deps.log.error({ err, tenant_id: o.tenant_id, order_id: o.id }, 'expiring an order failed; retried next tick');
+          deps.log.error(
+            { err, tenant_id: o.tenant_id, order_id: o.id },
+            'expiring an order failed; retried next tick',
+          );
         }
       }
     },

@@ -21,7 +21,9 @@ import type { RewardConfigCreate } from '../../schemas/http/types';
 
 /** Whether a body is a catalog reward (slug or fulfillment, no tiers) rather than a reward config. */
 export function isCatalogShaped(raw: unknown): boolean {
-  return Boolean(raw && typeof raw === 'object' && !('tiers' in raw) && ('slug' in raw || 'fulfillment' in raw));
+  return Boolean(
+    raw && typeof raw === 'object' && !('tiers' in raw) && ('slug' in raw || 'fulfillment' in raw),
+  );
 }
 import { common, inUseOnRace, read, write, type RewardAdminDeps } from './common';
 
@@ -59,7 +61,8 @@ export function rewardConfigRoutes(deps: RewardAdminDeps): RouteSpec[] {
       handler: async (req) => {
         const raw = req.body;
         if (isCatalogShaped(raw)) {
-          if (!catalog) throw errors.validation('This body is a catalog reward; a reward config needs tiers.');
+          if (!catalog)
+            throw errors.validation('This body is a catalog reward; a reward config needs tiers.');
           return catalog.create(req.tenant.id, raw);
         }
         const b = validated('reward_config.create', raw);

@@ -23,7 +23,8 @@ import { adminCommon, catalogRead, catalogWrite, checkCatalog, type StoreDeps } 
 /** The operations on catalog rewards both path forms use. */
 export function catalogOps(deps: StoreDeps) {
   const { sql, clock } = deps;
-  const slugTaken = (slug: string) => () => errors.conflict(`body.slug: ${slug} is already used by another reward`);
+  const slugTaken = (slug: string) => () =>
+    errors.conflict(`body.slug: ${slug} is already used by another reward`);
   const mustGet = async (tenantId: string, id: string) => {
     const r = await getReward(sql, tenantId, id);
     if (!r) throw errors.notFound(`Catalog reward ${id} not found`);
@@ -38,10 +39,9 @@ export function catalogOps(deps: StoreDeps) {
       const input = b as CatalogInput & CatalogRewardCreate;
       await checkCatalog(deps, tenantId, input);
       if (await getRewardBySlug(sql, tenantId, b.slug)) throw slugTaken(b.slug)();
-      return answerRefusals(
-        () => sql.tx((q) => createReward(q, tenantId, input, clock.now(), deps.random)),
-        { unique: slugTaken(b.slug) },
-      );
+      return answerRefusals(() => sql.tx((q) => createReward(q, tenantId, input, clock.now(), deps.random)), {
+        unique: slugTaken(b.slug),
+      });
     },
     /** Validates a raw body as changed fields of reward `id` and applies them. */
     async update(tenantId: string, id: string, raw: unknown): Promise<CatalogReward> {
@@ -51,10 +51,9 @@ export function catalogOps(deps: StoreDeps) {
       await checkCatalog(deps, tenantId, mergeReward(cur, p));
       if (p.slug !== undefined && p.slug !== cur.slug && (await getRewardBySlug(sql, tenantId, p.slug)))
         throw slugTaken(p.slug)();
-      const out = await answerRefusals(
-        () => sql.tx((q) => updateReward(q, tenantId, cur, p, clock.now())),
-        { unique: slugTaken(p.slug ?? cur.slug) },
-      );
+      const out = await answerRefusals(() => sql.tx((q) => updateReward(q, tenantId, cur, p, clock.now())), {
+        unique: slugTaken(p.slug ?? cur.slug),
+      });
       if (!out) throw errors.notFound(`Catalog reward ${id} not found`);
       return out;
     },
@@ -63,7 +62,8 @@ export function catalogOps(deps: StoreDeps) {
       if (!out) throw errors.notFound(`Catalog reward ${id} not found`);
       return out;
     },
-    list: (tenantId: string, f: { active: boolean; limit: number; offset: number }) => listRewards(sql, tenantId, f),
+    list: (tenantId: string, f: { active: boolean; limit: number; offset: number }) =>
+      listRewards(sql, tenantId, f),
   };
 }
 

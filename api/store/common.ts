@@ -5,12 +5,7 @@
 import type { Sql } from '../../adapters/sql/types';
 import type { Clock } from '../../core/clock';
 import type { Random } from '../../core/random';
-import {
-  catalogProblem,
-  pricesOf,
-  type CatalogInput,
-  type CatalogReward,
-} from '../../core/store/catalog';
+import { catalogProblem, pricesOf, type CatalogInput, type CatalogReward } from '../../core/store/catalog';
 import { toListItem, toOrder, type OrderRow } from '../../core/store/orders';
 import type { StoreService } from '../../core/store/store';
 import { checkRegistrableName, checkUrl, type Resolver } from '../../core/webhooks/address';
@@ -50,11 +45,15 @@ export async function checkCatalog(deps: StoreDeps, tenantId: string, merged: Ca
     if (!c) throw errors.validation(`${at}: currency ${currency} does not exist`);
     if (!c.active) throw errors.validation(`${at}: currency ${currency} is not active`);
     if (!c.is_spendable)
-      throw errors.validation(`${at}: currency ${currency} is accumulate-only (is_spendable: false) and cannot be a price`);
+      throw errors.validation(
+        `${at}: currency ${currency} is accumulate-only (is_spendable: false) and cannot be a price`,
+      );
   }
   const f = merged.fulfillment;
   if (f?.type === 'wallet' && f.item_type === 'xp' && !(await deps.wallet.currency(deps.sql, tenantId, 'xp')))
-    throw errors.validation('body.fulfillment.item_type: xp fulfilment credits the currency xp, which does not exist');
+    throw errors.validation(
+      'body.fulfillment.item_type: xp fulfilment credits the currency xp, which does not exist',
+    );
   if (f?.type === 'api') {
     const url = merged.config?.url as string;
     const v = checkUrl(url, deps.allowPrivate);

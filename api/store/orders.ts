@@ -16,13 +16,16 @@ export function orderAdminRoutes(deps: StoreDeps): RouteSpec[] {
         ...adminCommon,
         method: 'POST',
         path: '/v1/grants',
-        summary: 'Grant a catalog reward: an order without payment (pending_claim when the reward requires a claim)',
+        summary:
+          'Grant a catalog reward: an order without payment (pending_claim when the reward requires a claim)',
         response: 'order.wrapped.view',
         auth: ordersWrite,
         body: 'order_grant.create',
         status: 201,
         errors: [409],
-        handler: async ({ tenant, body: b }) => ({ order: orderView(await store.grant(tenant.id, b, clock.now())) }),
+        handler: async ({ tenant, body: b }) => ({
+          order: orderView(await store.grant(tenant.id, b, clock.now())),
+        }),
       }),
     ),
     ...bothForms(
@@ -69,10 +72,12 @@ export function orderAdminRoutes(deps: StoreDeps): RouteSpec[] {
         handler: async ({ tenant, params, body: b }) => {
           const s = b.status;
           if (s.state === 'failed') {
-            if (s.reason === undefined) throw errors.validation('body.status.reason is required when state is failed');
+            if (s.reason === undefined)
+              throw errors.validation('body.status.reason is required when state is failed');
             for (const k of ['tracking_number', 'shipped_at', 'notes'] as const)
               if (s[k] !== undefined) throw errors.validation(`body.status.${k} is only for state completed`);
-          } else if (s.reason !== undefined) throw errors.validation('body.status.reason is only for state failed');
+          } else if (s.reason !== undefined)
+            throw errors.validation('body.status.reason is only for state failed');
           return orderView(await store.setStatus(tenant.id, params.order_id, s, clock.now()));
         },
       }),
@@ -86,7 +91,8 @@ export function orderAdminRoutes(deps: StoreDeps): RouteSpec[] {
         response: 'order.view',
         auth: ordersWrite,
         errors: [409],
-        handler: async ({ tenant, params }) => orderView(await store.retry(tenant.id, params.order_id, clock.now())),
+        handler: async ({ tenant, params }) =>
+          orderView(await store.retry(tenant.id, params.order_id, clock.now())),
       }),
     ),
     ...bothForms(

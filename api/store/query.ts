@@ -43,7 +43,8 @@ export function storeQueryRoutes(deps: StoreDeps): RouteSpec[] {
             .map((r) => storeView(r, q.balance))
             .filter((v) => {
               if (q.purchasable === undefined) return true;
-              const priced = Boolean(v.purchase?.prices.length) || v.variants.some((x) => x.purchase?.prices.length);
+              const priced =
+                Boolean(v.purchase?.prices.length) || v.variants.some((x) => x.purchase?.prices.length);
               return (priced && v.in_stock) === q.purchasable;
             });
           return { rewards: views.slice(q.offset, q.offset + q.limit) };
@@ -110,7 +111,12 @@ export function storeQueryRoutes(deps: StoreDeps): RouteSpec[] {
         auth: short,
         query: 'orders.query',
         handler: async ({ tenant, params, query: q }) => {
-          const r = await listOrders(sql, tenant.id, { user_id: params.user_id, status: q.status, limit: q.limit, offset: q.offset });
+          const r = await listOrders(sql, tenant.id, {
+            user_id: params.user_id,
+            status: q.status,
+            limit: q.limit,
+            offset: q.offset,
+          });
           return { orders: r.rows.map(orderItem), total: r.total, limit: q.limit, offset: q.offset };
         },
       }),
@@ -139,7 +145,8 @@ export function storeQueryRoutes(deps: StoreDeps): RouteSpec[] {
         ...common,
         method: 'POST',
         path: '/v1/rewards/orders/:order_id/claim',
-        summary: "Claim an order waiting for the user's fields (checked against the reward's field definitions)",
+        summary:
+          "Claim an order waiting for the user's fields (checked against the reward's field definitions)",
         response: 'claim.view',
         auth: short,
         body: 'claim.create',

@@ -145,7 +145,8 @@ export function catalogProblem(merged: CatalogInput): string | null {
     names.add(f.name);
     const type = f.type ?? 'text';
     if (type === 'select') {
-      if (!f.options || f.options.length === 0) return `${at}.options: a select field needs at least one option`;
+      if (!f.options || f.options.length === 0)
+        return `${at}.options: a select field needs at least one option`;
       for (const k of ['pattern', 'min_length', 'max_length', 'multiline'] as const)
         if (f[k] !== undefined) return `${at}.${k} is only for text fields`;
       const values = new Set<string>();
@@ -179,9 +180,11 @@ export function catalogProblem(merged: CatalogInput): string | null {
       if (!ff.item_type) return 'body.fulfillment.item_type is required for wallet fulfilment (xp or badge)';
       if (ff.item_type === 'xp' && ff.amount === undefined)
         return 'body.fulfillment.amount is required for xp';
-      if (ff.item_type === 'xp' && ff.item_id !== undefined) return 'body.fulfillment.item_id is only for badge';
+      if (ff.item_type === 'xp' && ff.item_id !== undefined)
+        return 'body.fulfillment.item_id is only for badge';
       if (ff.item_type === 'badge' && !ff.item_id) return 'body.fulfillment.item_id is required for badge';
-      if (ff.item_type === 'badge' && ff.amount !== undefined) return 'body.fulfillment.amount is only for xp';
+      if (ff.item_type === 'badge' && ff.amount !== undefined)
+        return 'body.fulfillment.amount is only for xp';
     } else if (ff.type === 'manual') {
       const p = only(['notes']);
       if (p) return p;
@@ -189,7 +192,8 @@ export function catalogProblem(merged: CatalogInput): string | null {
       const p = only(['retry']);
       if (p) return p;
       const url = merged.config?.url;
-      if (typeof url !== 'string') return 'body.config.url is required for api fulfilment (the endpoint to call)';
+      if (typeof url !== 'string')
+        return 'body.config.url is required for api fulfilment (the endpoint to call)';
     }
   }
   const purchaseProblem = (p: Purchase | null | undefined, at: string) => {
@@ -215,7 +219,9 @@ export function catalogProblem(merged: CatalogInput): string | null {
 /** Every price of a reward and its variants, with the field that names it. */
 export function pricesOf(r: CatalogInput): Array<{ at: string; currency: string }> {
   const out: Array<{ at: string; currency: string }> = [];
-  (r.purchase?.prices ?? []).forEach((p, i) => out.push({ at: `body.purchase.prices[${i}].currency`, currency: p.currency }));
+  (r.purchase?.prices ?? []).forEach((p, i) =>
+    out.push({ at: `body.purchase.prices[${i}].currency`, currency: p.currency }),
+  );
   (r.variants ?? []).forEach((v, j) =>
     (v.purchase?.prices ?? []).forEach((p, i) =>
       out.push({ at: `body.variants[${j}].purchase.prices[${i}].currency`, currency: p.currency }),
@@ -228,7 +234,8 @@ async function writeStock(q: Queryable, tenantId: string, id: string, r: Catalog
   await q.query('DELETE FROM catalog_stock WHERE tenant_id = $1 AND reward_id = $2', [tenantId, id]);
   const rows: Array<[string, number]> = [];
   if (r.stock !== undefined && r.stock !== null) rows.push([DEFAULT_VARIANT, r.stock]);
-  for (const v of r.variants ?? []) if (v.stock !== undefined && v.stock !== null) rows.push([v.variant_id, v.stock]);
+  for (const v of r.variants ?? [])
+    if (v.stock !== undefined && v.stock !== null) rows.push([v.variant_id, v.stock]);
   if (rows.length === 0) return;
   await q.query(
     `INSERT INTO catalog_stock (tenant_id, reward_id, variant_id, remaining)
@@ -357,11 +364,10 @@ export async function deactivateReward(
   id: string,
   now: number,
 ): Promise<CatalogReward | null> {
-  const r = await q.query('UPDATE catalog_rewards SET active = false, updated_at = $3 WHERE tenant_id = $1 AND id = $2', [
-    tenantId,
-    id,
-    new Date(now).toISOString(),
-  ]);
+  const r = await q.query(
+    'UPDATE catalog_rewards SET active = false, updated_at = $3 WHERE tenant_id = $1 AND id = $2',
+    [tenantId, id, new Date(now).toISOString()],
+  );
   return r.rowCount ? getReward(q, tenantId, id) : null;
 }
 
@@ -382,16 +388,20 @@ export async function takeStock(
     [tenantId, rewardId, variantId],
   );
   if (r.rowCount > 0) return 'taken';
-  const exists = await q.query('SELECT 1 FROM catalog_stock WHERE tenant_id = $1 AND reward_id = $2 AND variant_id = $3', [
-    tenantId,
-    rewardId,
-    variantId,
-  ]);
+  const exists = await q.query(
+    'SELECT 1 FROM catalog_stock WHERE tenant_id = $1 AND reward_id = $2 AND variant_id = $3',
+    [tenantId, rewardId, variantId],
+  );
   return exists.rows.length > 0 ? 'out' : 'unlimited';
 }
 
 /** Gives a unit back (expiry, refund); a stock made unlimited since stays so. */
-export async function returnStock(q: Queryable, tenantId: string, rewardId: string, variantId: string): Promise<void> {
+export async function returnStock(
+  q: Queryable,
+  tenantId: string,
+  rewardId: string,
+  variantId: string,
+): Promise<void> {
   await q.query(
     'UPDATE catalog_stock SET remaining = remaining + 1 WHERE tenant_id = $1 AND reward_id = $2 AND variant_id = $3',
     [tenantId, rewardId, variantId],
@@ -427,12 +437,16 @@ export function fieldProblems(defs: FieldDef[], values: Record<string, unknown>)
       continue;
     }
     const len = [...v].length;
-    const max = Math.min(d.max_length ?? MAX_FIELD_VALUE_LENGTH, d.pattern ? MAX_PATTERNED_LENGTH : MAX_FIELD_VALUE_LENGTH);
+    const max = Math.min(
+      d.max_length ?? MAX_FIELD_VALUE_LENGTH,
+      d.pattern ? MAX_PATTERNED_LENGTH : MAX_FIELD_VALUE_LENGTH,
+    );
     if (len > max) out[d.name] = `${label} must be at most ${max} characters`;
     else if (d.min_length !== undefined && len < d.min_length)
       out[d.name] = `${label} must be at least ${d.min_length} characters`;
     else if (!d.multiline && /[\r\n]/.test(v)) out[d.name] = `${label} must be a single line`;
-    else if (d.pattern && !new RegExp(d.pattern, 'u').test(v)) out[d.name] = `${label} does not match the expected format`;
+    else if (d.pattern && !new RegExp(d.pattern, 'u').test(v))
+      out[d.name] = `${label} does not match the expected format`;
   }
   return out;
 }

@@ -40,7 +40,13 @@ export class Fulfiller {
   /** Credits the xp or records the badge through the granting service, then completes (or fails). */
   async deliverWallet(q: Queryable, o: OrderRow, now: number): Promise<OrderRow> {
     const f = o.fulfillment;
-    const base = { tenant_id: o.tenant_id, name: o.reward_name, description: null, created_at: '', updated_at: '' };
+    const base = {
+      tenant_id: o.tenant_id,
+      name: o.reward_name,
+      description: null,
+      created_at: '',
+      updated_at: '',
+    };
     const item: RewardItem =
       f.item_type === 'badge'
         ? { ...base, item_id: f.item_id ?? 'badge', reward_type: 'badge', payload: { badge_id: f.item_id } }
@@ -169,7 +175,13 @@ export async function runDue(deps: ApiCallDeps, owner: string, o: OrderRow): Pro
         },
         body,
       )
-    : { ok: false, statusCode: null, error: 'the tenant no longer exists', responseBody: null, durationMs: 0 };
+    : {
+        ok: false,
+        statusCode: null,
+        error: 'the tenant no longer exists',
+        responseBody: null,
+        durationMs: 0,
+      };
   return deps.sql.tx(async (q) => {
     const cur = await mine(q);
     if (!cur) return 'lease lost';
@@ -192,7 +204,11 @@ export async function runDue(deps: ApiCallDeps, owner: string, o: OrderRow): Pro
         q,
         cur,
         'complete',
-        { status: { completed_at: iso(now), data, attempts: attempt }, clear: ['last_error'], attempts: attempt },
+        {
+          status: { completed_at: iso(now), data, attempts: attempt },
+          clear: ['last_error'],
+          attempts: attempt,
+        },
         now,
       );
       return 'completed';
@@ -206,7 +222,11 @@ export async function runDue(deps: ApiCallDeps, owner: string, o: OrderRow): Pro
         cur,
         'fail',
         {
-          status: { reason: `api fulfilment failed after ${attempt} attempts: ${error}`, attempts: attempt, last_error: error },
+          status: {
+            reason: `api fulfilment failed after ${attempt} attempts: ${error}`,
+            attempts: attempt,
+            last_error: error,
+          },
           attempts: attempt,
         },
         now,
@@ -218,7 +238,14 @@ export async function runDue(deps: ApiCallDeps, owner: string, o: OrderRow): Pro
     await q.query(
       `UPDATE reward_orders SET attempts = $3, next_attempt_at = $4, lease_owner = NULL, lease_until = NULL,
          status = status || $5::jsonb, updated_at = $6 WHERE tenant_id = $1 AND id = $2`,
-      [cur.tenant_id, cur.id, attempt, now + delay, JSON.stringify({ attempts: attempt, last_error: error }), now],
+      [
+        cur.tenant_id,
+        cur.id,
+        attempt,
+        now + delay,
+        JSON.stringify({ attempts: attempt, last_error: error }),
+        now,
+      ],
     );
     return 'retry';
   });

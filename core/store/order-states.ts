@@ -5,7 +5,14 @@
  * (409 INVALID_STATE). Each move names the webhook it enqueues.
  */
 
-export const ORDER_STATES = ['pending_claim', 'fulfilling', 'completed', 'failed', 'expired', 'refunded'] as const;
+export const ORDER_STATES = [
+  'pending_claim',
+  'fulfilling',
+  'completed',
+  'failed',
+  'expired',
+  'refunded',
+] as const;
 export type OrderState = (typeof ORDER_STATES)[number];
 
 /** What moves an order. */
@@ -18,7 +25,8 @@ export type OrderAction =
   | 'refund'; // the admin refunds a purchase order
 
 /** The webhook event of each move (order.<event>). */
-export type OrderEvent = 'created' | 'claimed' | 'fulfilling' | 'completed' | 'failed' | 'expired' | 'refunded';
+export type OrderEvent =
+  'created' | 'claimed' | 'fulfilling' | 'completed' | 'failed' | 'expired' | 'refunded';
 
 interface Move {
   from: readonly OrderState[];

@@ -135,7 +135,10 @@ export interface NewOrder {
   id?: string;
   tenant_id: string;
   user_id: string;
-  reward: Pick<CatalogReward, 'id' | 'slug' | 'name' | 'image_url' | 'fulfillment' | 'config' | 'requires_claim'>;
+  reward: Pick<
+    CatalogReward,
+    'id' | 'slug' | 'name' | 'image_url' | 'fulfillment' | 'config' | 'requires_claim'
+  >;
   variant_id: string;
   source_type: string;
   source_ref: string | null;
@@ -225,10 +228,10 @@ export class OrderStore {
 
   /** Locks an order for a move (null when the tenant has no such order). */
   async lock(q: Queryable, tenantId: string, id: string): Promise<OrderRow | null> {
-    const r = await q.query<OrderRow>('SELECT * FROM reward_orders WHERE tenant_id = $1 AND id = $2 FOR UPDATE', [
-      tenantId,
-      id,
-    ]);
+    const r = await q.query<OrderRow>(
+      'SELECT * FROM reward_orders WHERE tenant_id = $1 AND id = $2 FOR UPDATE',
+      [tenantId, id],
+    );
     return r.rows[0] ?? null;
   }
 
@@ -236,7 +239,13 @@ export class OrderStore {
    * Applies `action` to a locked order: the state machine decides (OrderStateError when the move
    * is not allowed), the row is updated and the move's fact emitted. Returns the new row.
    */
-  async apply(q: Queryable, o: OrderRow, action: OrderAction, patch: MovePatch, now: number): Promise<OrderRow> {
+  async apply(
+    q: Queryable,
+    o: OrderRow,
+    action: OrderAction,
+    patch: MovePatch,
+    now: number,
+  ): Promise<OrderRow> {
     const m = move(o.state, action);
     const status: Record<string, unknown> = { ...o.status, ...patch.status };
     for (const k of patch.clear ?? []) delete status[k];
@@ -268,7 +277,13 @@ export class OrderStore {
     return row;
   }
 
-  private async emit(q: Queryable, o: OrderRow, event: OrderEvent, version: number, now: number): Promise<void> {
+  private async emit(
+    q: Queryable,
+    o: OrderRow,
+    event: OrderEvent,
+    version: number,
+    now: number,
+  ): Promise<void> {
     await this.facts.emit(q, 'order.moved', [
       {
         tenant_id: o.tenant_id,
@@ -343,7 +358,10 @@ export class OrderStore {
 }
 
 export async function getOrder(q: Queryable, tenantId: string, id: string): Promise<OrderRow | null> {
-  const r = await q.query<OrderRow>('SELECT * FROM reward_orders WHERE tenant_id = $1 AND id = $2', [tenantId, id]);
+  const r = await q.query<OrderRow>('SELECT * FROM reward_orders WHERE tenant_id = $1 AND id = $2', [
+    tenantId,
+    id,
+  ]);
   return r.rows[0] ?? null;
 }
 
@@ -363,24 +381,34 @@ export async function orderByKey(
 export async function listOrders(
   q: Queryable,
   tenantId: string,
-  f: { user_id?: string; status?: string; reward_id?: string; source_type?: string; limit: number; offset: number },
+  f: {
+    user_id?: string;
+    status?: string;
+    reward_id?: string;
+    source_type?: string;
+    limit: number;
+    offset: number;
+  },
 ): Promise<{ rows: OrderRow[]; total: number }> {
   const where = `tenant_id = $1 AND ($2::text IS NULL OR user_id = $2) AND ($3::text IS NULL OR state = $3)
     AND ($4::text IS NULL OR reward_id = $4) AND ($5::text IS NULL OR source_type = $5)`;
   const params = [tenantId, f.user_id ?? null, f.status ?? null, f.reward_id ?? null, f.source_type ?? null];
   const [rows, total] = await Promise.all([
-    q.query<OrderRow>(`SELECT * FROM reward_orders WHERE ${where} ORDER BY created_at DESC, id LIMIT $6 OFFSET $7`, [
-      ...params,
-      f.limit,
-      f.offset,
-    ]),
+    q.query<OrderRow>(
+      `SELECT * FROM reward_orders WHERE ${where} ORDER BY created_at DESC, id LIMIT $6 OFFSET $7`,
+      [...params, f.limit, f.offset],
+    ),
     q.query<{ n: number }>(`SELECT count(*)::int AS n FROM reward_orders WHERE ${where}`, params),
   ]);
   return { rows: rows.rows, total: total.rows[0]?.n ?? 0 };
 }
 
 /** The last value the user submitted for each field name, newest order first. */
-export async function recentFields(q: Queryable, tenantId: string, userId: string): Promise<Record<string, string>> {
+export async function recentFields(
+  q: Queryable,
+  tenantId: string,
+  userId: string,
+): Promise<Record<string, string>> {
   const r = await q.query<{ fields: Record<string, string> }>(
     `SELECT fields FROM reward_orders WHERE tenant_id = $1 AND user_id = $2 AND fields <> '{}'::jsonb
      ORDER BY updated_at DESC, id LIMIT 50`,

@@ -20,7 +20,9 @@ export function regexProblem(p: string): string | null {
   }
   if (/\\[1-9]|\\k</.test(p)) return 'must not use backreferences';
   /** One open group: whether it contains a quantifier or an alternation. */
-  const stack: Array<{ quantified: boolean; alternation: boolean }> = [{ quantified: false, alternation: false }];
+  const stack: Array<{ quantified: boolean; alternation: boolean }> = [
+    { quantified: false, alternation: false },
+  ];
   let unbounded = 0;
   /** The quantifier starting at j: 'repeat' (more than once), 'optional' (?), or null. */
   const quantifierAt = (j: number): { kind: 'unbounded' | 'bounded' | 'optional'; end: number } | null => {
@@ -40,7 +42,8 @@ export function regexProblem(p: string): string | null {
     const top = stack[stack.length - 1]!;
     if (c === '\\') {
       // \p{...} / \P{...} / \u{...}: skip the braces too.
-      if ((p[i + 1] === 'p' || p[i + 1] === 'P' || p[i + 1] === 'u') && p[i + 2] === '{') i = p.indexOf('}', i);
+      if ((p[i + 1] === 'p' || p[i + 1] === 'P' || p[i + 1] === 'u') && p[i + 2] === '{')
+        i = p.indexOf('}', i);
       else i++;
       continue;
     }

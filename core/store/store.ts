@@ -93,8 +93,13 @@ export class StoreService {
     const hash = purchaseHash(slug, b);
     return sql.tx(async (q) => {
       // One purchase per key at a time: the second waits and then finds the first's order.
-      const lockKey = createHash('sha256').update(`${tenantId}\u0000${b.user_id}\u0000${b.idempotency_key}`).digest();
-      await q.query('SELECT pg_advisory_xact_lock($1::int4, $2::int4)', [PURCHASE_LOCK_CLASS, lockKey.readInt32BE(0)]);
+      const lockKey = createHash('sha256')
+        .update(`${tenantId}\u0000${b.user_id}\u0000${b.idempotency_key}`)
+        .digest();
+      await q.query('SELECT pg_advisory_xact_lock($1::int4, $2::int4)', [
+        PURCHASE_LOCK_CLASS,
+        lockKey.readInt32BE(0),
+      ]);
       const seen = await orderByKey(q, tenantId, b.user_id, b.idempotency_key);
       if (seen) {
         if (seen.request_hash !== hash)
@@ -108,7 +113,8 @@ export class StoreService {
       if (!reward || !reward.active) throw new StoreError('not_found', `Reward ${slug} not found`);
       const variant = checkVariant(reward, b.variant_id);
       const prices = pricesFor(reward, variant);
-      if (prices.length === 0) throw new StoreError('invalid', `Reward ${slug} is not for sale (it has no prices)`);
+      if (prices.length === 0)
+        throw new StoreError('invalid', `Reward ${slug} is not for sale (it has no prices)`);
       const price = prices.find((p) => p.currency === b.currency);
       if (!price)
         throw new StoreError(
@@ -128,14 +134,14 @@ export class StoreService {
       const id = orders.newId();
       const debit = await wallet
         .debit(q, {
-        tenant_id: tenantId,
-        user_id: b.user_id,
-        currency_id: price.currency,
-        amount: price.amount,
-        source_type: 'purchase',
-        source_ref: id,
-        description: reward.name,
-        idempotency_key: `purchase:${b.user_id}:${b.idempotency_key}`,
+          tenant_id: tenantId,
+          user_id: b.user_id,
+          currency_id: price.currency,
+          amount: price.amount,
+          source_type: 'purchase',
+          source_ref: id,
+          description: reward.name,
+          idempotency_key: `purchase:${b.user_id}:${b.idempotency_key}`,
           purpose: 'spend',
           now,
         })
@@ -179,7 +185,10 @@ export class StoreService {
       if (b.expires_at) {
         expires = Date.parse(b.expires_at);
         if (!reward.requires_claim)
-          throw new StoreError('invalid', 'body.expires_at: only an order waiting for a claim expires (the reward has requires_claim false)');
+          throw new StoreError(
+            'invalid',
+            'body.expires_at: only an order waiting for a claim expires (the reward has requires_claim false)',
+          );
         if (expires <= now) throw new StoreError('invalid', 'body.expires_at must be in the future');
       }
       const stock = await takeStock(q, tenantId, reward.id, variant);
@@ -213,9 +222,13 @@ export class StoreService {
     const { sql, orders, fulfiller } = this.deps;
     return sql.tx(async (q) => {
       const o = await orders.lock(q, tenantId, orderId);
-      if (!o || o.user_id !== userId) throw new StoreError('not_found', `Order ${orderId} not found for user ${userId}`);
+      if (!o || o.user_id !== userId)
+        throw new StoreError('not_found', `Order ${orderId} not found for user ${userId}`);
       if (o.state === 'pending_claim' && o.expires_at !== null && Number(o.expires_at) <= now)
-        throw new StoreError('expired', `Order ${orderId} expired at ${iso(Number(o.expires_at))}; it can no longer be claimed`);
+        throw new StoreError(
+          'expired',
+          `Order ${orderId} expired at ${iso(Number(o.expires_at))}; it can no longer be claimed`,
+        );
       // The reward's current field definitions (an implicit order of a reward item has none).
       const reward = await getReward(q, tenantId, o.reward_id);
       // The state machine refuses a claim of an order that is not waiting for one (409).
@@ -240,7 +253,13 @@ export class StoreService {
   async setStatus(
     tenantId: string,
     orderId: string,
-    s: { state: 'completed' | 'failed'; tracking_number?: string; shipped_at?: string; notes?: string; reason?: string },
+    s: {
+      state: 'completed' | 'failed';
+      tracking_number?: string;
+      shipped_at?: string;
+      notes?: string;
+      reason?: string;
+    },
     now: number,
   ): Promise<OrderRow> {
     const { sql, orders } = this.deps;
@@ -295,7 +314,10 @@ export class StoreService {
     return sql.tx(async (q) => {
       const o = await this.mustLock(q, tenantId, orderId);
       if (o.source_type !== 'purchase' || o.price_currency === null || o.price_amount === null)
-        throw new StoreError('not_refundable', `Order ${orderId} was not bought (source_type ${o.source_type}); only purchases are refunded`);
+        throw new StoreError(
+          'not_refundable',
+          `Order ${orderId} was not bought (source_type ${o.source_type}); only purchases are refunded`,
+        );
       // Asked before the credit, so a refused move writes nothing.
       move(o.state, 'refund');
       const credit = await wallet.credit(q, {
@@ -325,7 +347,8 @@ export class StoreService {
     const { sql, orders } = this.deps;
     return sql.tx(async (q) => {
       const o = await orders.lock(q, tenantId, orderId);
-      if (!o || o.state !== 'pending_claim' || o.expires_at === null || Number(o.expires_at) > now) return false;
+      if (!o || o.state !== 'pending_claim' || o.expires_at === null || Number(o.expires_at) > now)
+        return false;
       if (o.stock_held) await returnStock(q, tenantId, o.reward_id, o.variant_id);
       await orders.apply(q, o, 'expire', { status: { expired_at: iso(now) }, stock_held: false }, now);
       return true;

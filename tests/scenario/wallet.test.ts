@@ -701,7 +701,7 @@ describe.each(SHAPES)('wallet and rewards [%s]', (shape) => {
       grants.map((g: { reward_type: string; status: string }) => [g.reward_type, g.status]).sort(),
     ).toEqual([
       ['currency', 'credited'],
-      ['physical_item', 'pending_fulfilment'],
+      ['physical_item', 'ordered'],
     ]);
     const outbox = await app.ctx.adapters.sql.query<{ payload: { reward_distribution: unknown[] } }>(
       "SELECT payload FROM outbox WHERE tenant_id = $1 AND event_type = 'leaderboard.window_completed' AND payload->>'leaderboard_id' = 'paid'",
