@@ -6,7 +6,7 @@
  */
 import type { Queryable } from '../../adapters/sql/types';
 import { systemRandom, type Random } from '../random';
-import { regexProblem } from './safe-regex';
+import { regexProblem, safeTest } from './safe-regex';
 
 export const DEFAULT_VARIANT = 'default';
 
@@ -445,8 +445,11 @@ export function fieldProblems(defs: FieldDef[], values: Record<string, unknown>)
     else if (d.min_length !== undefined && len < d.min_length)
       out[d.name] = `${label} must be at least ${d.min_length} characters`;
     else if (!d.multiline && /[\r\n]/.test(v)) out[d.name] = `${label} must be a single line`;
-    else if (d.pattern && !new RegExp(d.pattern, 'u').test(v))
-      out[d.name] = `${label} does not match the expected format`;
+    else if (d.pattern) {
+      const ok = safeTest(d.pattern, v);
+      if (ok === 'timeout') out[d.name] = `${label} could not be checked against its format in time`;
+      else if (!ok) out[d.name] = `${label} does not match the expected format`;
+    }
   }
   return out;
 }

@@ -4,10 +4,17 @@
  * spirit of safe-regex: no backreferences; no repeated group that itself holds a quantifier or an
  * alternation (star height above one: `(a+)+`, `(a|aa)*`, the exponential cases); at most
  * MAX_UNBOUNDED unbounded quantifiers (`*`, `+`, `{n,}`), which with values capped at
- * MAX_PATTERNED_LENGTH characters bounds the polynomial cases (`\d*\d*\d*x`).
+ * MAX_PATTERNED_LENGTH characters limits the polynomial cases (`\d*\d*\d*x`). And since a
+ * structural check cannot prove a bound, every run is time-limited too (`safeTest`): a pattern that
+ * takes longer than PATTERN_TIMEOUT_MS on a value refuses that value instead of holding the
+ * process.
  */
 
+import { createContext, runInContext } from 'node:vm';
+
 export const MAX_PATTERN_LENGTH = 200;
+/** How long one pattern may run on one value before the value is refused (ms). */
+export const PATTERN_TIMEOUT_MS = 50;
 export const MAX_UNBOUNDED = 3;
 
 /** Why a pattern is refused (a phrase after the field name), or null when it may be used. */
@@ -91,4 +98,27 @@ export function regexProblem(p: string): string | null {
   if (unbounded > MAX_UNBOUNDED)
     return `has more than ${MAX_UNBOUNDED} unbounded quantifiers (*, +, {n,}); use bounded ones such as {1,50}`;
   return null;
+}
+
+const sandbox = createContext({});
+
+/**
+ * Tests `value` against `pattern` (unicode, unanchored) within PATTERN_TIMEOUT_MS: true or false,
+ * or 'timeout' when the run was stopped (V8 interrupts a regular expression at the vm timeout).
+ */
+export function safeTest(
+  pattern: string,
+  value: string,
+  timeoutMs = PATTERN_TIMEOUT_MS,
+): boolean | 'timeout' {
+  try {
+    return Boolean(
+      runInContext('new RegExp(p, "u").test(v)', Object.assign(sandbox, { p: pattern, v: value }), {
+        timeout: timeoutMs,
+      }),
+    );
+  } catch (err) {
+    if ((err as { code?: unknown }).code === 'ERR_SCRIPT_EXECUTION_TIMEOUT') return 'timeout';
+    return false;
+  }
 }
