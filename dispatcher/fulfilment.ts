@@ -43,7 +43,9 @@ export class FulfilmentWorker {
       allowPrivate: cfg.allowPrivate,
       timeoutMs: cfg.timeoutMs,
       userAgent: `Ludus-Fulfilment/${deps.version}`,
-      keepAlive: true,
+      // A connection per call: a kept-alive agent queues calls behind its few sockets, and a call
+      // waiting there would time out (and be repeated) while the endpoint is merely busy.
+      keepAlive: false,
     });
   }
 
