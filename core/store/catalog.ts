@@ -230,16 +230,39 @@ export function pricesOf(r: CatalogInput): Array<{ at: string; currency: string 
   return out;
 }
 
+/**
+ * Sets the remaining stock `r` gives: the reward's when `r.stock` is given, the variants' when
+ * `r.variants` is (what is not given stays as it is, so a concurrent purchase's unit is not
+ * undone). Rows kept are updated in place (never deleted and re-inserted, so a purchase waiting on
+ * a row finds it); rows of stock made unlimited are deleted; new ones inserted.
+ */
 async function writeStock(q: Queryable, tenantId: string, id: string, r: CatalogInput): Promise<void> {
-  await q.query('DELETE FROM catalog_stock WHERE tenant_id = $1 AND reward_id = $2', [tenantId, id]);
   const rows: Array<[string, number]> = [];
-  if (r.stock !== undefined && r.stock !== null) rows.push([DEFAULT_VARIANT, r.stock]);
-  for (const v of r.variants ?? [])
-    if (v.stock !== undefined && v.stock !== null) rows.push([v.variant_id, v.stock]);
+  const gone: string[] = [];
+  if (r.stock !== undefined) {
+    if (r.stock === null) gone.push(DEFAULT_VARIANT);
+    else rows.push([DEFAULT_VARIANT, r.stock]);
+  }
+  if (r.variants !== undefined) {
+    const limited = r.variants.filter((v) => v.stock !== undefined && v.stock !== null);
+    for (const v of limited) rows.push([v.variant_id, v.stock!]);
+    await q.query(
+      `DELETE FROM catalog_stock WHERE tenant_id = $1 AND reward_id = $2 AND variant_id <> $3
+         AND NOT (variant_id = ANY($4::text[]))`,
+      [tenantId, id, DEFAULT_VARIANT, limited.map((v) => v.variant_id)],
+    );
+  }
+  if (gone.length)
+    await q.query('DELETE FROM catalog_stock WHERE tenant_id = $1 AND reward_id = $2 AND variant_id = ANY($3::text[])', [
+      tenantId,
+      id,
+      gone,
+    ]);
   if (rows.length === 0) return;
   await q.query(
     `INSERT INTO catalog_stock (tenant_id, reward_id, variant_id, remaining)
-     SELECT $1, $2, v, n FROM unnest($3::text[], $4::int[]) AS u(v, n)`,
+     SELECT $1, $2, v, n FROM unnest($3::text[], $4::int[]) AS u(v, n)
+     ON CONFLICT (tenant_id, reward_id, variant_id) DO UPDATE SET remaining = EXCLUDED.remaining`,
     [tenantId, id, rows.map((x) => x[0]), rows.map((x) => x[1])],
   );
 }
@@ -315,7 +338,7 @@ export async function updateReward(
     ],
   );
   if (r.rowCount === 0) return null;
-  if (p.stock !== undefined || p.variants !== undefined) await writeStock(q, tenantId, cur.id, m);
+  await writeStock(q, tenantId, cur.id, p);
   return getReward(q, tenantId, cur.id);
 }
 

@@ -52,6 +52,12 @@ export function purchaseHash(slug: string, b: PurchaseRequest): string {
     .digest('hex');
 }
 
+/** The remaining stock of a reward or variant as read (null: unlimited). */
+function stockOf(r: CatalogReward, variantId: string): number | null {
+  if (variantId === DEFAULT_VARIANT) return r.stock;
+  return r.variants.find((v) => v.variant_id === variantId)?.stock ?? null;
+}
+
 function checkVariant(r: CatalogReward, variantId: string | undefined): string {
   const v = variantId ?? DEFAULT_VARIANT;
   if (v !== DEFAULT_VARIANT && !r.variants.some((x) => x.variant_id === v))
@@ -125,12 +131,9 @@ export class StoreService {
       // A reward that needs a claim may be bought without its fields and claimed later.
       const claimLater = reward.requires_claim && !given;
       const fields = claimLater ? {} : checkFields(reward, b.fields ?? {});
-      const stock = await takeStock(q, tenantId, reward.id, variant);
-      if (stock === 'out')
-        throw new StoreError(
-          'out_of_stock',
-          `Reward ${slug}${variant === DEFAULT_VARIANT ? '' : ` (variant ${variant})`} is out of stock`,
-        );
+      // The stock row is the one row every buyer of the reward locks: it is taken last (below), so
+      // it stays locked only for the commit. Whether the order holds a unit is known from the read.
+      const limited = stockOf(reward, variant) !== null;
       const id = orders.newId();
       const debit = await wallet
         .debit(q, {
@@ -166,11 +169,26 @@ export class StoreService {
         request_hash: hash,
         price,
         debit_tx_id: debit.transaction_id,
-        stock_held: stock === 'taken',
+        stock_held: limited,
         next_attempt_at: reward.fulfillment.type === 'api' ? now : null,
         now,
       });
-      return { order: await fulfiller.start(q, row, now), was_cached: false };
+      const started = await fulfiller.start(q, row, now);
+      const stock = await takeStock(q, tenantId, reward.id, variant);
+      if (stock === 'out')
+        throw new StoreError(
+          'out_of_stock',
+          `Reward ${slug}${variant === DEFAULT_VARIANT ? '' : ` (variant ${variant})`} is out of stock`,
+        );
+      const held = stock === 'taken';
+      // The stock was made limited or unlimited since the read: the order says what happened.
+      if (held !== limited)
+        await q.query('UPDATE reward_orders SET stock_held = $3 WHERE tenant_id = $1 AND id = $2', [
+          tenantId,
+          id,
+          held,
+        ]);
+      return { order: { ...started, stock_held: held }, was_cached: false };
     });
   }
 
