@@ -108,22 +108,20 @@ async function main() {
       const at = Date.now();
       await sql.tx(async (q) => {
         await q.query('SELECT pg_advisory_xact_lock($1::int4, hashtext($2))', [1, `${tenant}:${u}:${key}`]);
-        await q.query('SELECT id FROM reward_orders WHERE tenant_id = $1 AND user_id = $2 AND idempotency_key = $3', [
-          tenant,
-          u,
-          key,
-        ]);
+        await q.query(
+          'SELECT id FROM reward_orders WHERE tenant_id = $1 AND user_id = $2 AND idempotency_key = $3',
+          [tenant, u, key],
+        );
         await q.query('SELECT * FROM catalog_rewards WHERE tenant_id = $1 AND slug = $2', [tenant, 'one']);
         const b = await q.query<{ available: string }>(
           "SELECT available FROM balances WHERE tenant_id = $1 AND user_id = $2 AND currency_id = 'coins' FOR UPDATE",
           [tenant, u],
         );
         const after = Number(b.rows[0]!.available) - 1;
-        await q.query("UPDATE balances SET available = $3 WHERE tenant_id = $1 AND user_id = $2 AND currency_id = 'coins'", [
-          tenant,
-          u,
-          after,
-        ]);
+        await q.query(
+          "UPDATE balances SET available = $3 WHERE tenant_id = $1 AND user_id = $2 AND currency_id = 'coins'",
+          [tenant, u, after],
+        );
         const tx = randomUUID();
         const id = randomUUID();
         await q.query(
@@ -185,7 +183,12 @@ async function main() {
         failed += m.failed;
       }
       runs.sort((a, b) => a - b);
-      results[name] = { median: runs[Math.floor(runs.length / 2)]!, min: runs[0]!, max: runs[runs.length - 1]!, failed };
+      results[name] = {
+        median: runs[Math.floor(runs.length / 2)]!,
+        min: runs[0]!,
+        max: runs[runs.length - 1]!,
+        failed,
+      };
       process.stderr.write(`${name}: ${JSON.stringify(results[name])}\n`);
     }
     const base = results['baseline (bare SQL of one purchase)']!.median;

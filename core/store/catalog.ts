@@ -253,11 +253,10 @@ async function writeStock(q: Queryable, tenantId: string, id: string, r: Catalog
     );
   }
   if (gone.length)
-    await q.query('DELETE FROM catalog_stock WHERE tenant_id = $1 AND reward_id = $2 AND variant_id = ANY($3::text[])', [
-      tenantId,
-      id,
-      gone,
-    ]);
+    await q.query(
+      'DELETE FROM catalog_stock WHERE tenant_id = $1 AND reward_id = $2 AND variant_id = ANY($3::text[])',
+      [tenantId, id, gone],
+    );
   if (rows.length === 0) return;
   await q.query(
     `INSERT INTO catalog_stock (tenant_id, reward_id, variant_id, remaining)
