@@ -134,6 +134,12 @@ export class StoreService {
       // The stock row is the one row every buyer of the reward locks: it is taken last (below), so
       // it stays locked only for the commit. Whether the order holds a unit is known from the read.
       const limited = stockOf(reward, variant) !== null;
+      // Sold out as read: refused at once (the unit taken last below is the guarantee).
+      if (stockOf(reward, variant) === 0)
+        throw new StoreError(
+          'out_of_stock',
+          `Reward ${slug}${variant === DEFAULT_VARIANT ? '' : ` (variant ${variant})`} is out of stock`,
+        );
       const id = orders.newId();
       const debit = await wallet
         .debit(q, {

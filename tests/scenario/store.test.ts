@@ -1066,6 +1066,9 @@ describe.each(SHAPES)('store [%s]', (shape) => {
       // Retry: the attempts start again; it fails again; then a refund returns the money.
       expect((await admin('POST', `/v1/reward-orders/${f.id}/retry`)).body.status.state).toBe('fulfilling');
       await waitFor(() => dead.calls.length >= 3, { what: 'the retried call' });
+      await waitFor(async () => (await order(f.id)).status.attempts === 1, {
+        what: 'the retried attempt recorded',
+      });
       clock.advance(1000);
       await waitFor(async () => (await order(f.id)).status.state === 'failed', {
         what: 'the retried order to fail',
@@ -1182,6 +1185,11 @@ describe.each(SHAPES)('store [%s]', (shape) => {
       ),
     );
     const by = (s: number) => answers.filter((a) => a.status === s);
+    const statuses: Record<string, number> = {};
+    for (const a of answers)
+      statuses[`${a.status} ${a.body?.error?.code ?? ''}`.trim()] =
+        (statuses[`${a.status} ${a.body?.error?.code ?? ''}`.trim()] ?? 0) + 1;
+    expect(statuses).toEqual({ '201': 10, '409 OUT_OF_STOCK': 190 });
     expect([by(201).length, by(409).length]).toEqual([10, 190]);
     expect(new Set(by(409).map((a) => a.body.error.code))).toEqual(new Set(['OUT_OF_STOCK']));
     const debits = await app.ctx.adapters.sql.query<{ n: number }>(
