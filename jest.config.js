@@ -19,7 +19,7 @@ module.exports = {
       ...shared,
       displayName: 'unit',
       testMatch: [
-        '<rootDir>/{core,adapters,http,api,processors,runtime,ingest,scheduler,dispatcher,schemas}/**/*.test.ts',
+        '<rootDir>/{core,adapters,http,api,processors,runtime,ingest,scheduler,dispatcher,schemas,bench}/**/*.test.ts',
         ...needsStack.map((p) => `!**/${p}`),
       ],
     },

@@ -15,7 +15,19 @@ import { TenancyError } from '../core/tenancy/store';
 import { WalletError } from '../core/wallet/wallet';
 import { StoreError } from '../core/store/errors';
 import { OrderStateError } from '../core/store/order-states';
+import { WheelError } from '../core/wheels/spin';
 import { ApiError, errors } from './errors';
+
+/** Error codes of refused spins (SPEC.md leaves them open; docs/wheels.md lists them). */
+const WHEEL_CODES = {
+  not_found: 'NOT_FOUND',
+  not_active: 'WHEEL_NOT_ACTIVE',
+  not_started: 'WHEEL_NOT_STARTED',
+  ended: 'WHEEL_ENDED',
+  limit_reached: 'SPIN_LIMIT_REACHED',
+  cooldown: 'SPIN_COOLDOWN',
+  cost_unavailable: 'WHEEL_COST_UNAVAILABLE',
+} as const;
 
 /** How one domain error class answers. */
 interface Mapping<E extends Error> {
@@ -83,6 +95,22 @@ export const MAPPINGS: readonly Mapping<Error>[] = [
       errors.unavailable(
         `body.url: the address check could not finish (${err.message}); nothing was registered, retry`,
       ),
+  }),
+  // Wheel spins (docs/wheels.md "Statuses"): 404 an unknown wheel, else 400 with the reason; a
+  // cooldown or daily limit says when the next spin is allowed.
+  mapping({
+    type: WheelError,
+    answer: (err) => {
+      if (err.kind === 'not_found') return errors.notFound(err.message);
+      const details =
+        err.nextSpinAt === undefined
+          ? undefined
+          : {
+              next_spin_at: new Date(err.nextSpinAt).toISOString(),
+              retry_after_seconds: Math.max(1, Math.ceil((err.nextSpinAt - (err.now ?? 0)) / 1000)),
+            };
+      return new ApiError(400, WHEEL_CODES[err.kind], err.message, details);
+    },
   }),
 ];
 

@@ -10,6 +10,8 @@ import Koa from 'koa';
 import Router from '@koa/router';
 import pino from 'pino';
 import type { RateLimiter } from '../adapters/ratelimit/types';
+import type { Sql } from '../adapters/sql/types';
+import { openTestPglite } from '../tests/support/stack';
 import type { Tenant } from '../core/tenancy/store';
 import { WalletError } from '../core/wallet/wallet';
 import type { Authenticator } from './auth/authenticator';
@@ -120,6 +122,7 @@ export const typed: RouteSpec[] = [
 async function serve(
   routes: RouteSpec[],
   auth: Partial<Authenticator> = {},
+  sql: Sql = {} as Sql,
 ): Promise<{ url: string; server: Server }> {
   const app = new Koa<GatewayState>();
   const log = pino({ level: 'silent' });
@@ -141,6 +144,7 @@ async function serve(
     rateLimiter: {} as RateLimiter,
     rateLimit: [],
     clock: { now: () => 0 },
+    sql,
   });
   app.use(router.routes());
   const server = createServer(app.callback());
@@ -295,6 +299,41 @@ describe('route(): domain errors', () => {
       ]);
     } finally {
       await new Promise((resolve) => server.close(resolve));
+    }
+  });
+});
+
+describe('route(): the transaction option', () => {
+  it('commits what a transaction route wrote when it answers, and nothing when it throws', async () => {
+    const sql = await openTestPglite();
+    await sql.query('CREATE TABLE route_tx_test (n int NOT NULL)');
+    const write = (fail: boolean) =>
+      route({
+        gateway: 'admin',
+        method: 'POST',
+        path: fail ? '/v1/fails' : '/v1/writes',
+        summary: 'writes two rows, then maybe fails',
+        tag: 'Test',
+        auth: open,
+        transaction: true,
+        handler: async ({ q }) => {
+          await q.query('INSERT INTO route_tx_test VALUES (1)');
+          await q.query('INSERT INTO route_tx_test VALUES (2)');
+          if (fail) throw new WalletError('insufficient_balance', 'short');
+          return { ok: true };
+        },
+      });
+    const { url, server } = await serve([write(false), write(true)], {}, sql);
+    const count = async () =>
+      (await sql.query<{ n: number }>('SELECT count(*)::int AS n FROM route_tx_test')).rows[0]!.n;
+    try {
+      expect((await fetch(`${url}/v1/fails`, { method: 'POST' })).status).toBe(402);
+      expect(await count()).toBe(0);
+      expect((await fetch(`${url}/v1/writes`, { method: 'POST' })).status).toBe(200);
+      expect(await count()).toBe(2);
+    } finally {
+      await new Promise((resolve) => server.close(resolve));
+      await sql.close();
     }
   });
 });

@@ -8,6 +8,7 @@
 import type Koa from 'koa';
 import type Router from '@koa/router';
 import type { RateLimiter } from '../adapters/ratelimit/types';
+import type { Queryable, Sql } from '../adapters/sql/types';
 import type { Clock } from '../core/clock';
 import type { Tenant } from '../core/tenancy/store';
 import type { RateLimitSpec } from '../shared/settings';
@@ -92,6 +93,12 @@ export interface RouteRequest<
   log: Logger;
   requestId: string;
   ctx: Koa.ParameterizedContext<GatewayState>;
+  /**
+   * Where the handler runs its statements: the route's transaction when the route declares
+   * `transaction: true` (everything it writes commits together, or nothing does when it throws),
+   * else the pool.
+   */
+  q: Queryable;
 }
 
 /**
@@ -135,6 +142,12 @@ export interface RouteSpec {
    * chain refuses the whole request.
    */
   bodyRule?: 'handler';
+  /**
+   * The handler runs in one SQL transaction (`req.q`), opened after the request is authenticated
+   * and validated: it commits when the handler returns and rolls back when it throws, so a refused
+   * request changes nothing. Default: no transaction (`req.q` is the pool).
+   */
+  transaction?: boolean;
   /** The route's handler returns the response body. */
   handler(req: RouteRequest): Promise<unknown>;
 }
@@ -183,6 +196,8 @@ export interface MountDeps {
   rateLimiter: RateLimiter;
   rateLimit: RateLimitSpec;
   clock: Clock;
+  /** The SQL store: the pool handed to handlers, and the transactions of `transaction` routes. */
+  sql: Sql;
 }
 
 /** Mounts the routes of one gateway on its router. */
@@ -263,17 +278,20 @@ export function mountRoutes(
       ctx.status = spec.status ?? 200;
       let out: unknown;
       try {
-        out = await spec.handler({
-          body,
-          query,
-          params,
-          raw,
-          principal,
-          tenant,
-          log: ctx.state.log,
-          requestId: ctx.state.requestId,
-          ctx,
-        });
+        const request = (q: Queryable) =>
+          spec.handler({
+            body,
+            query,
+            params,
+            raw,
+            principal,
+            tenant,
+            log: ctx.state.log,
+            requestId: ctx.state.requestId,
+            ctx,
+            q,
+          });
+        out = spec.transaction ? await deps.sql.tx(request) : await request(deps.sql);
       } catch (err) {
         // A domain error the handler let through answers as ./domain-errors.ts maps it.
         throw toApiError(err);

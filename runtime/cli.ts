@@ -24,6 +24,7 @@ import { welcome } from './welcome';
 import { ConfigError, loadConfig, ROLES, type Config } from './config';
 import { createLogger } from '../shared/logger';
 import { startRoles } from './roles';
+import { isFirstWorker, isWorker, superviseProcesses } from './processes';
 import { mintToken, parseExpiresIn, type TokenKind } from './tokens';
 import { version } from '../package.json';
 
@@ -45,9 +46,10 @@ function config(overrides: Record<string, string | undefined> = {}): Config {
   });
 }
 
-async function serve(opts: { roles?: string }): Promise<void> {
-  const cfg = config({ LUDUS_ROLES: opts.roles });
+async function serve(opts: { roles?: string; processes?: string }): Promise<void> {
+  const cfg = config({ LUDUS_ROLES: opts.roles, LUDUS_PROCESSES: opts.processes });
   const log = createLogger(cfg.logLevel);
+  if (cfg.processes > 1 && !isWorker()) return superviseProcesses(cfg.processes, log);
   log.info(
     { shape: cfg.shape, roles: cfg.roles, data_dir: cfg.shape === 'embedded' ? cfg.dataDir : undefined },
     'starting',
@@ -60,9 +62,9 @@ async function serve(opts: { roles?: string }): Promise<void> {
     await app.close();
     throw err;
   }
-  await welcome(app, running);
+  if (isFirstWorker()) await welcome(app, running);
   const urls = Object.fromEntries(running.listening.map((l) => [l.gateway, l.url]));
-  log.info({ roles: running.roles, ...urls }, 'ludus is up');
+  log.info({ roles: running.roles, pid: process.pid, ...urls }, 'ludus is up');
 
   let stopping = false;
   const shutdown = async (signal: string) => {
@@ -147,6 +149,10 @@ program
   .command('serve')
   .description('Run the service. Without configuration: every role in one process on the embedded adapters.')
   .option('--roles <roles>', `comma-separated subset of: all, ${ROLES.join(', ')} (overrides LUDUS_ROLES)`)
+  .option(
+    '--processes <n>',
+    'run the roles in n processes sharing the ports (distributed shape; overrides LUDUS_PROCESSES)',
+  )
   .action((opts) => serve(opts).catch(fail));
 
 program

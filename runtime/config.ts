@@ -16,6 +16,8 @@ export type Shape = 'embedded' | 'distributed';
 export interface Config {
   shape: Shape;
   roles: Role[];
+  /** How many processes run the roles, sharing the ports (runtime/processes.ts); more than 1 needs every adapter outside the process. */
+  processes: number;
   dataDir: string;
   host: string;
   ports: { ingest: number; admin: number; query: number };
@@ -209,6 +211,17 @@ export function loadConfig(env: Env = process.env): Config {
     );
   }
 
+  const processes = int('LUDUS_PROCESSES', 1, 1, 64);
+  const inProcess = Object.entries(adapters).filter(([, a]) => ['pglite', 'local', 'memory'].includes(a));
+  if (processes > 1 && inProcess.length > 0) {
+    throw new ConfigError(
+      'LUDUS_PROCESSES',
+      `several processes need adapters that live outside the process (the distributed shape); these live in it: ${inProcess
+        .map(([k, a]) => `${k}=${a}`)
+        .join(', ')}`,
+    );
+  }
+
   const databaseUrl = url('LUDUS_DATABASE_URL', ['postgres:', 'postgresql:']);
   const brokersRaw = opt('LUDUS_KAFKA_BROKERS');
   const brokers = brokersRaw ? brokersRaw.split(',').map((b) => b.trim()) : [];
@@ -265,6 +278,7 @@ export function loadConfig(env: Env = process.env): Config {
   return {
     shape,
     roles,
+    processes,
     dataDir: resolve(str('LUDUS_DATA_DIR', './data')),
     host: str('LUDUS_HOST', '0.0.0.0'),
     ports: {

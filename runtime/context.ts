@@ -29,6 +29,7 @@ export function mountDeps(ctx: AppContext, gateway: 'ingest' | 'admin' | 'query'
     rateLimiter: ctx.services.rateLimiter,
     rateLimit: ctx.config.rateLimits[gateway],
     clock: ctx.clock,
+    sql: ctx.adapters.sql,
   };
 }
 

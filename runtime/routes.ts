@@ -17,10 +17,12 @@ import { catalogOps, storeAdminRoutes, storeQueryRoutes, type StoreDeps } from '
 import { walletAdminRoutes } from '../api/wallet/admin';
 import { walletQueryRoutes } from '../api/wallet/query';
 import { webhookAdminRoutes } from '../api/webhooks/admin';
+import { wheelAdminRoutes, wheelQueryRoutes } from '../api/wheels/admin';
 
 export function allRoutes(ctx: AppContext): RouteSpec[] {
   const { services, adapters, clock } = ctx;
   const { sql } = adapters;
+  const wheelDeps = { sql, clock, random: ctx.random, wallet: services.wallet, granter: services.granter };
   const queries = new LeaderboardQueries({ sql, ranks: adapters.ranks, clock, cache: services.leaderboards });
   const store: StoreDeps = {
     sql,
@@ -61,6 +63,8 @@ export function allRoutes(ctx: AppContext): RouteSpec[] {
       config: ctx.config.webhooks,
       version: ctx.version,
     }),
+    ...wheelAdminRoutes(wheelDeps),
+    ...wheelQueryRoutes(wheelDeps),
   ];
 }
 

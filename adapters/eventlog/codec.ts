@@ -113,6 +113,9 @@ export interface RegistryAvroCodecOptions {
   compatibility?: COMPATIBILITY;
 }
 
+/** How many times a writer schema registration is tried before its error is thrown. */
+const REGISTER_ATTEMPTS = 4;
+
 /** Avro in the Confluent wire format, schema ids from a schema registry. */
 export class RegistryAvroCodec implements SchemaCodec {
   private readonly registry: SchemaRegistry;
@@ -130,24 +133,38 @@ export class RegistryAvroCodec implements SchemaCodec {
     return `${this.opts.subjectPrefix ?? ''}${topic.name}-value`;
   }
 
-  /** Registers the topic's writer schema under `<topic>-value` (once; idempotent) and returns its id. */
+  /**
+   * Registers the topic's writer schema under `<topic>-value` (once; idempotent) and returns its id.
+   * Processes that start together register a new subject at the same moment, and the registry
+   * then refuses all but one of them setting its compatibility level (Apicurio: 409 "A rule named
+   * 'COMPATIBILITY' already exists"); the registration is tried again, a few times with a pause,
+   * and the retry finds the subject and the level in place.
+   */
   writerSchemaId(topic: Topic<unknown>): Promise<number> {
     const subject = this.subject(topic);
     let id = this.writerIds.get(subject);
     if (!id) {
       const schema = JSON.stringify(typesOf(topic).writer.schema());
-      id = this.registry
-        .register(
-          { type: SchemaType.AVRO, schema },
-          { subject, compatibility: this.opts.compatibility ?? COMPATIBILITY.BACKWARD },
-        )
-        .then((r) => r.id)
-        .catch((err: unknown) => {
-          this.writerIds.delete(subject); // retry on the next call
-          throw new Error(
-            `cannot register schema ${subject} at ${this.opts.url}: ${describeRegistryError(err)}`,
-          );
-        });
+      const register = async (): Promise<number> => {
+        for (let attempt = 1; ; attempt++) {
+          try {
+            const r = await this.registry.register(
+              { type: SchemaType.AVRO, schema },
+              { subject, compatibility: this.opts.compatibility ?? COMPATIBILITY.BACKWARD },
+            );
+            return r.id;
+          } catch (err) {
+            if (attempt >= REGISTER_ATTEMPTS) throw err;
+            await new Promise((r) => setTimeout(r, 100 * 2 ** attempt));
+          }
+        }
+      };
+      id = register().catch((err: unknown) => {
+        this.writerIds.delete(subject); // retry on the next call
+        throw new Error(
+          `cannot register schema ${subject} at ${this.opts.url}: ${describeRegistryError(err)}`,
+        );
+      });
       this.writerIds.set(subject, id);
     }
     return id;

@@ -12,7 +12,6 @@ import { scope } from '../../http/auth/scopes';
 import { answerRefusals } from '../../http/domain-errors';
 import { errors } from '../../http/errors';
 import { route, type RouteSpec } from '../../http/route';
-import type { LeaderboardCreate } from '../../schemas/http/types';
 import { bothForms } from '../forms';
 
 export interface LeaderboardAdminDeps extends ClosingDeps {
@@ -37,13 +36,6 @@ export function presentBoard(b: Leaderboard) {
     updated_at: b.updated_at,
   };
 }
-
-/**
- * A validated config body as core's type. The schema lets `scope` leave out `filters` (core reads
- * `scope?.filters?.length`), which LeaderboardConfig does not say: a bridge between the two
- * types, not a conversion (the config is stored and answered as it was sent).
- */
-const asConfig = (c: LeaderboardCreate['config']): LeaderboardConfig => c as LeaderboardConfig;
 
 function checkConfig(config: LeaderboardConfig | undefined): void {
   if (!config) return;
@@ -93,7 +85,7 @@ export function leaderboardAdminRoutes(deps: LeaderboardAdminDeps): RouteSpec[] 
         status: 201,
         response: 'leaderboard.view',
         handler: async ({ body: b, tenant }) => {
-          const config = asConfig(b.config);
+          const config: LeaderboardConfig = b.config;
           checkConfig(config);
           const created = await withConfigRef(deps, tenant.id, b.reward_config_id, (q) =>
             createBoard(
@@ -153,7 +145,7 @@ export function leaderboardAdminRoutes(deps: LeaderboardAdminDeps): RouteSpec[] 
         body: 'leaderboard.update',
         response: 'leaderboard.view',
         handler: async ({ params, body, tenant }) => {
-          const patch = { ...body, config: body.config && asConfig(body.config) };
+          const patch = body;
           checkConfig(patch.config);
           const b = await withConfigRef(deps, tenant.id, patch.reward_config_id, (q) =>
             updateBoard(q, tenant.id, params.leaderboard_id, patch, deps.clock.now()),

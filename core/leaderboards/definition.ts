@@ -31,7 +31,7 @@ export type ScopeFilter = FieldFilter;
 export interface LeaderboardConfig {
   timeframe: Timeframe & { grace_seconds?: number };
   scoring: { rules: ScoringRule[]; aggregation: Aggregation };
-  scope?: { filters: ScopeFilter[] };
+  scope?: { filters?: ScopeFilter[] };
   ranking?: { size?: number; min_score?: number; rank_policy?: RankPolicy };
 }
 

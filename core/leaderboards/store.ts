@@ -4,6 +4,7 @@
  */
 import type { Queryable } from '../../adapters/sql/types';
 import type { ScoreState } from './aggregate';
+import { definitionTable } from '../definitions/table';
 import type { Leaderboard, LeaderboardConfig, LeaderboardStatus } from './definition';
 
 interface BoardRow {
@@ -48,17 +49,22 @@ export async function createBoard(
   return r.rows[0] ? toBoard(r.rows[0]) : null;
 }
 
+/** The leaderboard definitions table; a config change bumps the version (future events only). */
+const boards = definitionTable<BoardRow, Leaderboard>({
+  table: 'leaderboards',
+  columns: ['name', 'description', 'reward_config_id', 'config', 'status'],
+  json: ['config'],
+  versioned: ['config'],
+  toView: toBoard,
+});
+
 export async function getBoard(
   q: Queryable,
   tenantId: string,
   id: string,
   lock = false,
 ): Promise<Leaderboard | null> {
-  const r = await q.query<BoardRow>(
-    `SELECT * FROM leaderboards WHERE tenant_id = $1 AND id = $2${lock ? ' FOR UPDATE' : ''}`,
-    [tenantId, id],
-  );
-  return r.rows[0] ? toBoard(r.rows[0]) : null;
+  return boards.get(q, tenantId, id, { lock });
 }
 
 export async function listBoards(
@@ -66,20 +72,14 @@ export async function listBoards(
   tenantId: string,
   opts: { status?: LeaderboardStatus; limit: number; offset: number },
 ): Promise<{ items: Leaderboard[]; total: number }> {
-  const where = opts.status ? 'tenant_id = $1 AND status = $2' : 'tenant_id = $1 AND $2::text IS NULL';
-  const params = [tenantId, opts.status ?? null];
-  const total = await q.query<{ n: number }>(
-    `SELECT count(*)::int AS n FROM leaderboards WHERE ${where}`,
-    params,
-  );
-  const r = await q.query<BoardRow>(
-    `SELECT * FROM leaderboards WHERE ${where} ORDER BY created_at, id LIMIT $3 OFFSET $4`,
-    [...params, opts.limit, opts.offset],
-  );
-  return { items: r.rows.map(toBoard), total: total.rows[0]?.n ?? 0 };
+  return boards.page(q, tenantId, {
+    filters: { status: opts.status },
+    limit: opts.limit,
+    offset: opts.offset,
+  });
 }
 
-/** Replaces changed fields; a config change bumps the version (it applies to future events only). */
+/** Replaces the fields given (docs: core/definitions/table.ts). */
 export async function updateBoard(
   q: Queryable,
   tenantId: string,
@@ -93,30 +93,7 @@ export async function updateBoard(
   },
   now: number,
 ): Promise<Leaderboard | null> {
-  const r = await q.query<BoardRow>(
-    `UPDATE leaderboards SET
-       name = COALESCE($3, name),
-       description = CASE WHEN $4::boolean THEN $5 ELSE description END,
-       reward_config_id = CASE WHEN $6::boolean THEN $7 ELSE reward_config_id END,
-       config = COALESCE($8::jsonb, config),
-       version = version + CASE WHEN $8::jsonb IS NULL OR $8::jsonb = config THEN 0 ELSE 1 END,
-       status = COALESCE($9, status),
-       updated_at = $10
-     WHERE tenant_id = $1 AND id = $2 RETURNING *`,
-    [
-      tenantId,
-      id,
-      patch.name ?? null,
-      patch.description !== undefined,
-      patch.description ?? null,
-      patch.reward_config_id !== undefined,
-      patch.reward_config_id ?? null,
-      patch.config ? JSON.stringify(patch.config) : null,
-      patch.status ?? null,
-      new Date(now).toISOString(),
-    ],
-  );
-  return r.rows[0] ? toBoard(r.rows[0]) : null;
+  return boards.patch(q, tenantId, id, patch, now);
 }
 
 /** Active boards of some tenants (the pipeline's per-batch read). */

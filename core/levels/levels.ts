@@ -6,6 +6,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Queryable } from '../../adapters/sql/types';
+import { definitionTable } from '../definitions/table';
 import type { FactBus, LevelReached, Reactions, WalletMoved } from '../facts';
 import { getConfig, itemsForMetric } from '../rewards/configs';
 import { grantFromConfig } from '../rewards/from-config';
@@ -104,6 +105,13 @@ export async function createSystem(
   return toSystem(r.rows[0]!);
 }
 
+const systems = definitionTable<Row, LevelSystem>({
+  table: 'level_systems',
+  columns: ['name', 'description', 'currency_id', 'reward_config_id', 'levels'],
+  json: ['levels'],
+  toView: toSystem,
+});
+
 export async function updateSystem(
   q: Queryable,
   tenantId: string,
@@ -117,42 +125,17 @@ export async function updateSystem(
   },
   now: number,
 ): Promise<LevelSystem | null> {
-  const r = await q.query<Row>(
-    `UPDATE level_systems SET name = COALESCE($3, name), description = CASE WHEN $4::boolean THEN $5 ELSE description END,
-       currency_id = COALESCE($6, currency_id), reward_config_id = CASE WHEN $7::boolean THEN $8 ELSE reward_config_id END,
-       levels = COALESCE($9::jsonb, levels), updated_at = $10
-     WHERE tenant_id = $1 AND id = $2 RETURNING *`,
-    [
-      tenantId,
-      id,
-      p.name ?? null,
-      p.description !== undefined,
-      p.description ?? null,
-      p.currency_id ?? null,
-      p.reward_config_id !== undefined,
-      p.reward_config_id ?? null,
-      p.levels ? JSON.stringify(p.levels) : null,
-      new Date(now).toISOString(),
-    ],
-  );
-  return r.rows[0] ? toSystem(r.rows[0]) : null;
+  return systems.patch(q, tenantId, id, p, now);
 }
 
 export async function listSystems(q: Queryable, tenantId: string): Promise<LevelSystem[]> {
-  const r = await q.query<Row>('SELECT * FROM level_systems WHERE tenant_id = $1 ORDER BY created_at, id', [
-    tenantId,
-  ]);
-  return r.rows.map(toSystem);
+  return systems.list(q, tenantId);
 }
 
 /** The system named by id, or the tenant's first when no id is given. */
 export async function getSystem(q: Queryable, tenantId: string, id?: string): Promise<LevelSystem | null> {
-  const r = id
-    ? await q.query<Row>('SELECT * FROM level_systems WHERE tenant_id = $1 AND id = $2', [tenantId, id])
-    : await q.query<Row>('SELECT * FROM level_systems WHERE tenant_id = $1 ORDER BY created_at, id LIMIT 1', [
-        tenantId,
-      ]);
-  return r.rows[0] ? toSystem(r.rows[0]) : null;
+  if (id) return systems.get(q, tenantId, id);
+  return (await systems.page(q, tenantId, { limit: 1, offset: 0 })).items[0] ?? null;
 }
 
 async function lifetime(q: Queryable, tenantId: string, userId: string, currencyId: string): Promise<number> {

@@ -13,6 +13,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Queryable } from '../../adapters/sql/types';
+import { definitionTable } from '../definitions/table';
 import type { EventView } from '../expressions';
 import {
   compile,
@@ -153,62 +154,47 @@ export async function createRule(
   return toRule(r.rows[0]!);
 }
 
+/** The earning rules table, listed by priority (highest first). */
+const rules = definitionTable<Row, EarningRule>({
+  table: 'earning_rules',
+  columns: [
+    'name',
+    'currency_id',
+    'event_type',
+    'event_filter',
+    'calculation',
+    'max_per_event',
+    'max_per_day',
+    'max_per_week',
+    'priority',
+    'active',
+  ],
+  json: ['event_filter', 'calculation'],
+  order: 'priority DESC, id',
+  toView: toRule,
+});
+
 export async function getRule(q: Queryable, tenantId: string, id: string): Promise<EarningRule | null> {
-  const r = await q.query<Row>('SELECT * FROM earning_rules WHERE tenant_id = $1 AND id = $2', [
-    tenantId,
-    id,
-  ]);
-  return r.rows[0] ? toRule(r.rows[0]) : null;
+  return rules.get(q, tenantId, id);
 }
 
 export async function listRules(q: Queryable, tenantId: string): Promise<EarningRule[]> {
-  const r = await q.query<Row>(
-    'SELECT * FROM earning_rules WHERE tenant_id = $1 ORDER BY priority DESC, id',
-    [tenantId],
-  );
-  return r.rows.map(toRule);
+  return rules.list(q, tenantId);
 }
 
+/** Replaces the fields given (null clears a nullable one); null when the rule does not exist. */
 export async function updateRule(
   q: Queryable,
   tenantId: string,
   id: string,
-  patch: Partial<EarningRule>,
+  patch: Partial<Omit<EarningRule, 'rule_id' | 'tenant_id' | 'created_at' | 'updated_at'>>,
   now: number,
 ) {
-  const cur = await getRule(q, tenantId, id);
-  if (!cur) return null;
-  const next = { ...cur, ...patch };
-  const r = await q.query<Row>(
-    `UPDATE earning_rules SET name = $3, currency_id = $4, event_type = $5, event_filter = $6, calculation = $7, max_per_event = $8,
-       max_per_day = $9, max_per_week = $10, priority = $11, active = $12, updated_at = $13
-     WHERE tenant_id = $1 AND id = $2 RETURNING *`,
-    [
-      tenantId,
-      id,
-      next.name,
-      next.currency_id,
-      next.event_type,
-      next.event_filter ? JSON.stringify(next.event_filter) : null,
-      JSON.stringify(next.calculation),
-      next.max_per_event,
-      next.max_per_day,
-      next.max_per_week,
-      next.priority,
-      next.active,
-      new Date(now).toISOString(),
-    ],
-  );
-  // Deleted since the read: null (the route answers 404), not a crash on the missing row.
-  return r.rows[0] ? toRule(r.rows[0]) : null;
+  return rules.patch(q, tenantId, id, patch, now);
 }
 
 export async function deleteRule(q: Queryable, tenantId: string, id: string): Promise<EarningRule | null> {
-  const r = await q.query<Row>('DELETE FROM earning_rules WHERE tenant_id = $1 AND id = $2 RETURNING *', [
-    tenantId,
-    id,
-  ]);
-  return r.rows[0] ? toRule(r.rows[0]) : null;
+  return rules.remove(q, tenantId, id);
 }
 
 export interface EarningEvent {

@@ -2743,6 +2743,514 @@ export interface WebhookView {
   updated_at: string;
 }
 
+/** wheel.available.view (schemas/http/wheel.available.view.json) */
+
+/**
+ * Active wheels of the token's tenant inside their availability range
+ */
+export interface WheelAvailableView {
+  wheels: WheelView[];
+}
+
+/** wheel.config (schemas/http/wheel.config.json) */
+
+export interface WheelConfig {
+  /**
+   * @minItems 2
+   * @maxItems 100
+   */
+  segments: {
+    /**
+     * a reward item of the tenant; null: a no-win segment
+     */
+    reward_id: string | null;
+    /**
+     * a relative weight (3, 5, 2 give 30, 50 and 20 percent)
+     */
+    probability: number;
+    label?: string;
+  }[];
+  frequency?: {
+    type: 'unlimited' | 'daily_limit' | 'total_limit' | 'cooldown';
+    /**
+     * spins per UTC day, spins ever per user, or hours between spins; ignored for unlimited
+     */
+    value?: number | null;
+  };
+  starts_at?: string | null;
+  ends_at?: string | null;
+  theme_id?: string | null;
+  theme_overrides?: WheelThemeOverrides;
+  /**
+   * What one spin costs, debited from the user's wallet (source_type wheel_spin); null: free
+   */
+  cost?: {
+    /**
+     * a spendable currency of the tenant
+     */
+    currency_id: string;
+    amount: number;
+  } | null;
+}
+
+/** wheel.config.update (schemas/http/wheel.config.update.json) */
+
+export interface WheelConfigUpdate {
+  /**
+   * @minItems 2
+   * @maxItems 100
+   */
+  segments?: {
+    /**
+     * a reward item of the tenant; null: a no-win segment
+     */
+    reward_id: string | null;
+    /**
+     * a relative weight (3, 5, 2 give 30, 50 and 20 percent)
+     */
+    probability: number;
+    label?: string;
+  }[];
+  frequency?: {
+    type: 'unlimited' | 'daily_limit' | 'total_limit' | 'cooldown';
+    /**
+     * spins per UTC day, spins ever per user, or hours between spins; ignored for unlimited
+     */
+    value?: number | null;
+  };
+  starts_at?: string | null;
+  ends_at?: string | null;
+  theme_id?: string | null;
+  theme_overrides?: WheelThemeOverrides;
+  /**
+   * What one spin costs, debited from the user's wallet (source_type wheel_spin); null: free
+   */
+  cost?: {
+    /**
+     * a spendable currency of the tenant
+     */
+    currency_id: string;
+    amount: number;
+  } | null;
+}
+
+/** wheel.create (schemas/http/wheel.create.json) */
+
+export interface WheelCreate {
+  name: string;
+  description?: string | null;
+  active: boolean;
+  config: WheelConfig;
+}
+
+/** wheel.history.query (schemas/http/wheel.history.query.json) */
+
+export interface WheelHistoryQuery {
+  wheel_id?: string;
+  limit: number;
+  offset: number;
+}
+
+/** wheel.history.view (schemas/http/wheel.history.view.json) */
+
+export interface WheelHistoryView {
+  spins: {
+    id: string;
+    wheel_id: string;
+    user_id: string;
+    result_index: number;
+    reward_item_id: string | null;
+    spun_at: string;
+    /**
+     * What audits the draw: result_index is the first i with random * total < weights[0] + ... + weights[i] (docs/wheels.md)
+     */
+    draw: {
+      random: number;
+      weights: number[];
+      total: number;
+    };
+    /**
+     * The cost debited; null for a free wheel
+     */
+    cost: {
+      currency_id: string;
+      amount: number;
+      transaction_id: string;
+      balance_after: number;
+    } | null;
+    /**
+     * How the prize was granted (the granting service's status); null for a no-win segment
+     */
+    prize: {
+      status: string;
+      transaction_id: string | null;
+    } | null;
+  }[];
+  total: number;
+}
+
+/** wheel.list.query (schemas/http/wheel.list.query.json) */
+
+export interface WheelListQuery {
+  active?: boolean;
+  limit: number;
+  offset: number;
+}
+
+/** wheel.list.view (schemas/http/wheel.list.view.json) */
+
+export interface WheelListView {
+  wheels: WheelView[];
+  total: number;
+}
+
+/** wheel.spin (schemas/http/wheel.spin.json) */
+
+export interface WheelSpin {
+  /**
+   * the user who spins; an end-user token's own user by default
+   */
+  user_id?: string;
+}
+
+/** wheel.spin.view (schemas/http/wheel.spin.view.json) */
+
+export interface WheelSpinView {
+  spin_id: string;
+  wheel_id: string;
+  user_id: string;
+  segment_index: number;
+  segment: {
+    reward_id: string | null;
+    probability: number;
+    label?: string;
+  };
+  reward_item: {
+    item_id: string;
+    name: string;
+    description: string | null;
+    reward_type: string;
+    payload: {
+      [k: string]: unknown;
+    };
+  } | null;
+  /**
+   * How the prize was granted (the granting service's status); null for a no-win segment
+   */
+  prize: {
+    status: string;
+    transaction_id: string | null;
+  } | null;
+  /**
+   * The cost debited; null for a free wheel
+   */
+  cost: {
+    currency_id: string;
+    amount: number;
+    transaction_id: string;
+    balance_after: number;
+  } | null;
+  spun_at: string;
+}
+
+/** wheel.spins.query (schemas/http/wheel.spins.query.json) */
+
+export interface WheelSpinsQuery {
+  user_id?: string;
+  limit: number;
+  offset: number;
+}
+
+/** wheel.update (schemas/http/wheel.update.json) */
+
+export interface WheelUpdate {
+  name?: string;
+  description?: string | null;
+  active?: boolean;
+  config?: WheelConfigUpdate;
+}
+
+/** wheel.view (schemas/http/wheel.view.json) */
+
+export interface WheelView {
+  id: string;
+  tenant_id: string;
+  name: string;
+  description: string | null;
+  /**
+   * false after DELETE; an inactive wheel cannot be spun
+   */
+  active: boolean;
+  config: {
+    segments: {
+      reward_id: string | null;
+      probability: number;
+      label?: string;
+    }[];
+    frequency: {
+      type: 'unlimited' | 'daily_limit' | 'total_limit' | 'cooldown';
+      value: number | null;
+    };
+    starts_at: string | null;
+    ends_at: string | null;
+    theme_id: string | null;
+    theme_overrides: WheelThemeOverrides;
+    cost: {
+      currency_id: string;
+      amount: number;
+    } | null;
+  };
+  /**
+   * The base theme (theme_id, else the default template) with theme_overrides deep-merged over it
+   */
+  resolved_theme: {
+    theme_id: string;
+    theme_name: string;
+    wheel: {
+      background_color: string;
+      border_color: string;
+      border_width: number;
+      center_color: string;
+      center_radius: number;
+    };
+    segments: {
+      default_color: string;
+      text_color: string;
+      text_font_size: number;
+      border_color: string;
+      border_width: number;
+    };
+    segment_overrides: {
+      [k: string]: {
+        color?: string;
+        text_color?: string;
+      };
+    };
+    /**
+     * The colours each segment is drawn with
+     */
+    per_segment: {
+      index: number;
+      color: string;
+      text_color: string;
+    }[];
+  };
+  created_at: string;
+  updated_at: string;
+}
+
+/** wheel_theme.config (schemas/http/wheel_theme.config.json) */
+
+export interface WheelThemeConfig {
+  wheel: {
+    /**
+     * a hex colour: #rgb, #rgba, #rrggbb or #rrggbbaa
+     */
+    background_color: string;
+    /**
+     * a hex colour: #rgb, #rgba, #rrggbb or #rrggbbaa
+     */
+    border_color: string;
+    /**
+     * pixels, 0 to 100
+     */
+    border_width: number;
+    /**
+     * a hex colour: #rgb, #rgba, #rrggbb or #rrggbbaa
+     */
+    center_color: string;
+    /**
+     * pixels, 0 to 1000
+     */
+    center_radius: number;
+  };
+  segments: {
+    /**
+     * a hex colour: #rgb, #rgba, #rrggbb or #rrggbbaa
+     */
+    default_color: string;
+    /**
+     * a hex colour: #rgb, #rgba, #rrggbb or #rrggbbaa
+     */
+    text_color: string;
+    /**
+     * pixels, above 0 up to 200
+     */
+    text_font_size: number;
+    /**
+     * a hex colour: #rgb, #rgba, #rrggbb or #rrggbbaa
+     */
+    border_color: string;
+    /**
+     * pixels, 0 to 100
+     */
+    border_width: number;
+  };
+  /**
+   * By segment index (0 to 99): the colours of that segment
+   */
+  segment_overrides?: {
+    [k: string]: {
+      /**
+       * a hex colour: #rgb, #rgba, #rrggbb or #rrggbbaa
+       */
+      color?: string;
+      /**
+       * a hex colour: #rgb, #rgba, #rrggbb or #rrggbbaa
+       */
+      text_color?: string;
+    };
+  };
+}
+
+/** wheel_theme.create (schemas/http/wheel_theme.create.json) */
+
+export interface WheelThemeCreate {
+  name: string;
+  description?: string | null;
+  theme_type: 'template' | 'custom';
+  status: 'active' | 'archived';
+  config: WheelThemeConfig;
+}
+
+/** wheel_theme.list.query (schemas/http/wheel_theme.list.query.json) */
+
+export interface WheelThemeListQuery {
+  theme_type?: 'template' | 'custom';
+  status?: 'active' | 'archived';
+  limit: number;
+  offset: number;
+}
+
+/** wheel_theme.list.view (schemas/http/wheel_theme.list.view.json) */
+
+export interface WheelThemeListView {
+  themes: WheelThemeView[];
+  total: number;
+}
+
+/** wheel_theme.overrides (schemas/http/wheel_theme.overrides.json) */
+
+/**
+ * Merged over the base theme key by key; segment_overrides by segment index; null: none
+ */
+export type WheelThemeOverrides = {
+  wheel?: {
+    /**
+     * a hex colour: #rgb, #rgba, #rrggbb or #rrggbbaa
+     */
+    background_color?: string;
+    /**
+     * a hex colour: #rgb, #rgba, #rrggbb or #rrggbbaa
+     */
+    border_color?: string;
+    /**
+     * pixels, 0 to 100
+     */
+    border_width?: number;
+    /**
+     * a hex colour: #rgb, #rgba, #rrggbb or #rrggbbaa
+     */
+    center_color?: string;
+    /**
+     * pixels, 0 to 1000
+     */
+    center_radius?: number;
+  };
+  segments?: {
+    /**
+     * a hex colour: #rgb, #rgba, #rrggbb or #rrggbbaa
+     */
+    default_color?: string;
+    /**
+     * a hex colour: #rgb, #rgba, #rrggbb or #rrggbbaa
+     */
+    text_color?: string;
+    /**
+     * pixels, above 0 up to 200
+     */
+    text_font_size?: number;
+    /**
+     * a hex colour: #rgb, #rgba, #rrggbb or #rrggbbaa
+     */
+    border_color?: string;
+    /**
+     * pixels, 0 to 100
+     */
+    border_width?: number;
+  };
+  /**
+   * By segment index (0 to 99): the colours of that segment
+   */
+  segment_overrides?: {
+    [k: string]: {
+      /**
+       * a hex colour: #rgb, #rgba, #rrggbb or #rrggbbaa
+       */
+      color?: string;
+      /**
+       * a hex colour: #rgb, #rgba, #rrggbb or #rrggbbaa
+       */
+      text_color?: string;
+    };
+  };
+} | null;
+
+/** wheel_theme.templates.view (schemas/http/wheel_theme.templates.view.json) */
+
+export interface WheelThemeTemplatesView {
+  templates: WheelThemeView[];
+  total: number;
+}
+
+/** wheel_theme.update (schemas/http/wheel_theme.update.json) */
+
+export interface WheelThemeUpdate {
+  name?: string;
+  description?: string | null;
+  theme_type?: 'template' | 'custom';
+  status?: 'active' | 'archived';
+  config?: WheelThemeConfig;
+}
+
+/** wheel_theme.view (schemas/http/wheel_theme.view.json) */
+
+export interface WheelThemeView {
+  id: string;
+  /**
+   * null for a system template
+   */
+  tenant_id: string | null;
+  name: string;
+  description: string | null;
+  theme_type: 'template' | 'custom';
+  status: 'active' | 'archived';
+  config: {
+    wheel: {
+      background_color: string;
+      border_color: string;
+      border_width: number;
+      center_color: string;
+      center_radius: number;
+    };
+    segments: {
+      default_color: string;
+      text_color: string;
+      text_font_size: number;
+      border_color: string;
+      border_width: number;
+    };
+    segment_overrides: {
+      [k: string]: {
+        color?: string;
+        text_color?: string;
+      };
+    };
+  };
+  created_at: string;
+  updated_at: string;
+}
+
 /** whoami.view (schemas/http/whoami.view.json) */
 
 /**
@@ -2945,6 +3453,27 @@ export interface HttpSchemas {
   'webhook.secret.view': WebhookSecretView;
   'webhook.update': WebhookUpdate;
   'webhook.view': WebhookView;
+  'wheel.available.view': WheelAvailableView;
+  'wheel.config': WheelConfig;
+  'wheel.config.update': WheelConfigUpdate;
+  'wheel.create': WheelCreate;
+  'wheel.history.query': WheelHistoryQuery;
+  'wheel.history.view': WheelHistoryView;
+  'wheel.list.query': WheelListQuery;
+  'wheel.list.view': WheelListView;
+  'wheel.spin': WheelSpin;
+  'wheel.spin.view': WheelSpinView;
+  'wheel.spins.query': WheelSpinsQuery;
+  'wheel.update': WheelUpdate;
+  'wheel.view': WheelView;
+  'wheel_theme.config': WheelThemeConfig;
+  'wheel_theme.create': WheelThemeCreate;
+  'wheel_theme.list.query': WheelThemeListQuery;
+  'wheel_theme.list.view': WheelThemeListView;
+  'wheel_theme.overrides': WheelThemeOverrides;
+  'wheel_theme.templates.view': WheelThemeTemplatesView;
+  'wheel_theme.update': WheelThemeUpdate;
+  'wheel_theme.view': WheelThemeView;
   'whoami.view': WhoamiView;
   'window.close.view': WindowCloseView;
 }

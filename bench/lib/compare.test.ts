@@ -1,0 +1,52 @@
+import { compare, incomparable, unmatched, type Results, type SummaryRow } from './compare';
+
+const row = (what: string, unit: string, value: number, extra: Partial<SummaryRow> = {}): SummaryRow => ({
+  workload: 'w',
+  shape: 'embedded',
+  what,
+  unit,
+  value: { median: value },
+  ...extra,
+});
+const run = (rows: SummaryRow[], profile = 'quick'): Results => ({
+  profile,
+  machine: { cpus: 2, memoryGb: 23.5 },
+  summary: rows,
+});
+
+describe('bench compare', () => {
+  it('flags a rate or a same-run ratio that fell, and a latency that rose, by more than the tolerance', () => {
+    const before = run([
+      row('rate', 'events/s', 1000, { ratio: 0.5, p99: { median: 100 } }),
+      row('steady', 'events/s', 1000, { p99: { median: 100 } }),
+    ]);
+    const after = run([
+      row('rate', 'events/s', 650, { ratio: 0.34, p99: { median: 131 } }),
+      row('steady', 'events/s', 1400, { p99: { median: 129 } }),
+    ]);
+    const changes = compare(before, after, 0.3);
+    const regressed = changes
+      .filter((c) => c.regressed)
+      .map((c) => `${c.figure.split(' · ')[2]}:${c.measure}`);
+    expect(regressed).toEqual(['rate:value', 'rate:p99', 'rate:ratio']);
+    expect(changes.find((c) => c.figure.endsWith('steady') && c.measure === 'value')!.factor).toBeCloseTo(
+      1.4,
+    );
+  });
+
+  it('compares only figures both runs hold, and says which are missing', () => {
+    const before = run([row('a', 'events/s', 1), row('gone', 'events/s', 1)]);
+    const after = run([row('a', 'events/s', 1), row('new', 'events/s', 1)]);
+    expect(compare(before, after, 0.3).map((c) => c.figure)).toEqual(['w · embedded · a']);
+    expect(unmatched(before, after)).toEqual({
+      onlyBefore: ['w · embedded · gone'],
+      onlyAfter: ['w · embedded · new'],
+    });
+  });
+
+  it('refuses runs of another profile or machine kind', () => {
+    expect(incomparable(run([], 'quick'), run([], 'full'))).toMatch(/profiles differ/);
+    expect(incomparable(run([]), { ...run([]), machine: { cpus: 8, memoryGb: 23.5 } })).toMatch(/CPU counts/);
+    expect(incomparable(run([]), run([]))).toBeNull();
+  });
+});

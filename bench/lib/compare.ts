@@ -1,0 +1,101 @@
+/**
+ * Compares a benchmark run with committed results of the same profile: every figure of the
+ * summary that both hold, its change, and whether it regressed by more than the tolerance.
+ *
+ * Which way is worse: a rate (unit ending in `/s`) and a same-run ratio are worse when lower;
+ * latencies (p50, p99) and sizes are worse when higher. The same-run ratio is the figure least
+ * moved by the machine (its baseline ran beside it), so a drop there is the clearest signal.
+ */
+
+export interface Stat {
+  median: number;
+}
+
+export interface SummaryRow {
+  workload: string;
+  shape: string;
+  what: string;
+  unit: string;
+  value: Stat;
+  p50?: Stat;
+  p99?: Stat;
+  ratio?: number;
+}
+
+export interface Results {
+  name?: string;
+  profile?: string;
+  machine?: { cpus?: number; memoryGb?: number; cpuModel?: string };
+  summary: SummaryRow[];
+}
+
+export interface Change {
+  figure: string;
+  measure: 'value' | 'p50' | 'p99' | 'ratio';
+  unit: string;
+  before: number;
+  after: number;
+  /** after / before. */
+  factor: number;
+  regressed: boolean;
+}
+
+const higherIsBetter = (measure: Change['measure'], unit: string) =>
+  measure === 'ratio' || (measure === 'value' && unit.endsWith('/s'));
+
+/** Every figure both runs hold, compared; a figure only one run holds is left out (listed by `unmatched`). */
+export function compare(before: Results, after: Results, tolerance: number): Change[] {
+  const key = (r: SummaryRow) => `${r.workload} · ${r.shape} · ${r.what}`;
+  const old = new Map(before.summary.map((r) => [key(r), r]));
+  const out: Change[] = [];
+  for (const r of after.summary) {
+    const b = old.get(key(r));
+    if (!b) continue;
+    const pairs: Array<[Change['measure'], number | undefined, number | undefined]> = [
+      ['value', b.value?.median, r.value?.median],
+      ['p50', b.p50?.median, r.p50?.median],
+      ['p99', b.p99?.median, r.p99?.median],
+      ['ratio', b.ratio, r.ratio],
+    ];
+    for (const [measure, x, y] of pairs) {
+      if (typeof x !== 'number' || typeof y !== 'number' || !(x > 0) || !Number.isFinite(y)) continue;
+      const factor = y / x;
+      const regressed = higherIsBetter(measure, r.unit) ? factor < 1 - tolerance : factor > 1 + tolerance;
+      out.push({
+        figure: key(r),
+        measure,
+        unit: measure === 'ratio' ? '' : r.unit,
+        before: x,
+        after: y,
+        factor,
+        regressed,
+      });
+    }
+  }
+  return out;
+}
+
+/** Figures of one run that the other does not hold. */
+export function unmatched(before: Results, after: Results): { onlyBefore: string[]; onlyAfter: string[] } {
+  const key = (r: SummaryRow) => `${r.workload} · ${r.shape} · ${r.what}`;
+  const a = new Set(after.summary.map(key));
+  const b = new Set(before.summary.map(key));
+  return {
+    onlyBefore: [...b].filter((k) => !a.has(k)),
+    onlyAfter: [...a].filter((k) => !b.has(k)),
+  };
+}
+
+/** Why two runs are not comparable (another machine kind, another profile), or null. */
+export function incomparable(before: Results, after: Results): string | null {
+  if (before.profile && after.profile && before.profile !== after.profile)
+    return `profiles differ: ${before.profile} vs ${after.profile}`;
+  const m = before.machine;
+  const n = after.machine;
+  if (m && n) {
+    if (m.cpus !== n.cpus) return `CPU counts differ: ${m.cpus} vs ${n.cpus}`;
+    if (m.memoryGb && n.memoryGb && Math.abs(m.memoryGb - n.memoryGb) / m.memoryGb > 0.1)
+      return `memory differs: ${m.memoryGb} GB vs ${n.memoryGb} GB`;
+  }
+  return null;
+}
