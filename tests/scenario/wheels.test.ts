@@ -799,7 +799,11 @@ describe.each(SHAPES)('spin wheels [%s]', (shape) => {
     expect(grants.grants[0].status).toBe('ordered');
     const orders = (await query('GET', `/v1/orders/user/${u}`)).body;
     expect(orders.orders).toEqual([
-      expect.objectContaining({ id: grants.grants[0].order_id, source_type: 'wheel', reward_id: items.shirt }),
+      expect.objectContaining({
+        id: grants.grants[0].order_id,
+        source_type: 'wheel',
+        reward_id: items.shirt,
+      }),
     ]);
     const b = await wheel({ segments: segs([items.badge!, 1], [items.badge!, 1]) });
     const rb = await spin(b.id, u);
