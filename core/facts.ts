@@ -196,6 +196,25 @@ export interface CouponGenerated {
   now: number;
 }
 
+/** An order was created or moved (core/store/orders.ts): one fact per move, its webhook `order.<event>`. */
+export interface OrderMoved {
+  tenant_id: string;
+  order_id: string;
+  user_id: string;
+  reward_id: string;
+  /** null for an implicit order of a reward item that names no catalog reward. */
+  reward_slug: string | null;
+  variant_id: string;
+  source_type: string;
+  fulfillment_type: string;
+  /** The order's status after the move: state, started_at, data {type, external_id}, tracking, reason, ... */
+  fulfillment_data: Record<string, unknown>;
+  event: 'created' | 'claimed' | 'fulfilling' | 'completed' | 'failed' | 'expired' | 'refunded';
+  /** The order's version after the move (unique per order and move). */
+  version: number;
+  now: number;
+}
+
 /** Every fact of the service. A feature adding one adds its entry (and its webhook, if any, in core/outbox.ts). */
 export interface FactTypes {
   /** Emitted by the wallet (core/wallet/wallet.ts) for every credit, in ledger order. */
@@ -222,6 +241,8 @@ export interface FactTypes {
   'coupon.redeemed': FactSpec<CouponRedeemed>;
   /** Emitted by coupons' automatic generation (core/coupons/auto.ts), one per coupon generated. */
   'coupon.generated': FactSpec<CouponGenerated>;
+  /** Emitted by the store (core/store/orders.ts) for every order created or moved. */
+  'order.moved': FactSpec<OrderMoved>;
 }
 
 /** Any catalogue: fact names to their specs (tests use their own). */

@@ -23,7 +23,7 @@
  * its rendering here; `enqueue` itself stays for events that are no fact of a feature (tests).
  */
 import type { Queryable } from '../adapters/sql/types';
-import type { Reactions, WalletMoved } from './facts';
+import type { OrderMoved, Reactions, WalletMoved } from './facts';
 
 export interface OutboxEvent {
   tenant_id: string;
@@ -92,6 +92,32 @@ function currencyEvent(eventType: 'currency.earned' | 'currency.spent', f: Walle
         new_balance: f.balance_after,
         source_type: f.source_type,
         transaction_id: f.transaction_id,
+      },
+    },
+  };
+}
+
+/** order.<event> of an order's move (docs/webhooks.md, docs/store.md). */
+function orderEvent(f: OrderMoved): OutboxEvent {
+  const eventType = `order.${f.event}`;
+  return {
+    tenant_id: f.tenant_id,
+    event_type: eventType,
+    dedupe_key: `${eventType}:${f.order_id}:${f.version}`,
+    created_at: f.now,
+    payload: {
+      event_type: eventType,
+      tenant_id: f.tenant_id,
+      timestamp: iso(f.now),
+      data: {
+        order_id: f.order_id,
+        user_id: f.user_id,
+        reward_id: f.reward_id,
+        reward_slug: f.reward_slug,
+        variant_id: f.variant_id,
+        source_type: f.source_type,
+        fulfillment_type: f.fulfillment_type,
+        fulfillment_data: f.fulfillment_data,
       },
     },
   };
@@ -181,6 +207,9 @@ export const outboxReactions: Reactions = {
           },
         })),
       );
+    },
+    'order.moved': async (q, facts) => {
+      await enqueueMany(q, facts.map(orderEvent));
     },
     'leaderboard.window_completed': async (q, facts) => {
       await enqueueMany(

@@ -14,6 +14,8 @@ import { CouponError } from '../core/coupons/errors';
 import { WindowNotFound } from '../core/leaderboards/queries';
 import { TenancyError } from '../core/tenancy/store';
 import { WalletError } from '../core/wallet/wallet';
+import { StoreError } from '../core/store/errors';
+import { OrderStateError } from '../core/store/order-states';
 import { WheelError } from '../core/wheels/spin';
 import { ApiError, errors } from './errors';
 
@@ -58,6 +60,26 @@ export const MAPPINGS: readonly Mapping<Error>[] = [
       }
     },
   }),
+  // The store (docs/store.md "Errors"): purchases, grants, claims, order moves.
+  mapping({
+    type: StoreError,
+    answer: (err) => {
+      switch (err.code) {
+        case 'not_found':
+          return errors.notFound(err.message);
+        case 'invalid':
+          return errors.validation(err.message, err.details);
+        case 'out_of_stock':
+          return new ApiError(409, 'OUT_OF_STOCK', err.message);
+        case 'idempotency_conflict':
+          return new ApiError(409, 'IDEMPOTENCY_CONFLICT', err.message);
+        default:
+          return new ApiError(409, 'INVALID_STATE', err.message);
+      }
+    },
+  }),
+  // The order state machine (core/store/order-states.ts): a move it does not list.
+  mapping({ type: OrderStateError, answer: (err) => new ApiError(409, 'INVALID_STATE', err.message) }),
   // Operator routes: a tenant id that is taken.
   mapping({
     type: TenancyError,

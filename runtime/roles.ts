@@ -9,6 +9,8 @@ import { startAnalyticsSink } from '../processors/analytics-sink/sink';
 import { startLedgerExport } from '../processors/analytics-sink/ledger-export';
 import { Scheduler } from '../scheduler/scheduler';
 import { closeWindowsJob, purgeDedupeJob } from '../scheduler/jobs';
+import { expireOrdersJob } from '../scheduler/store';
+import { FulfilmentWorker } from '../dispatcher/fulfilment';
 import { Dispatcher } from '../dispatcher/dispatcher';
 import { webhookRetentionJob } from '../dispatcher/retention';
 import { startProcessor } from '../processors/framework';
@@ -121,6 +123,7 @@ export async function startRoles(ctx: AppContext, roles: Role[] = ctx.config.rol
           closeWindowsJob(closing),
           purgeDedupeJob(closing, config.dedupeWindowMs),
           webhookRetentionJob({ sql: ctx.adapters.sql, log }, config.webhooks.retentionMs),
+          expireOrdersJob({ sql: ctx.adapters.sql, store: ctx.services.store, log }),
         ],
         config.schedulerIntervalMs,
       );
@@ -141,6 +144,20 @@ export async function startRoles(ctx: AppContext, roles: Role[] = ctx.config.rol
       );
       dispatcher.start();
       consumers.push(dispatcher);
+      const fulfilment = new FulfilmentWorker(
+        {
+          sql: ctx.adapters.sql,
+          clock: ctx.clock,
+          log,
+          orders: ctx.services.orders,
+          fulfiller: ctx.services.fulfiller,
+          tenants: ctx.services.tenants,
+          version: ctx.version,
+        },
+        config.webhooks,
+      );
+      fulfilment.start();
+      consumers.push(fulfilment);
     }
   } catch (err) {
     await stop().catch(() => undefined);

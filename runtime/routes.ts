@@ -13,6 +13,7 @@ import { leaderboardQueryRoutes } from '../api/leaderboards/query';
 import { levelRoutes } from '../api/levels/routes';
 import { operatorRoutes } from '../api/operator/routes';
 import { rewardAdminRoutes, rewardQueryRoutes } from '../api/rewards/admin';
+import { catalogOps, storeAdminRoutes, storeQueryRoutes, type StoreDeps } from '../api/store/admin';
 import { walletAdminRoutes } from '../api/wallet/admin';
 import { walletQueryRoutes } from '../api/wallet/query';
 import { webhookAdminRoutes } from '../api/webhooks/admin';
@@ -24,6 +25,14 @@ export function allRoutes(ctx: AppContext): RouteSpec[] {
   const { sql } = adapters;
   const wheelDeps = { sql, clock, random: ctx.random, wallet: services.wallet, granter: services.granter };
   const queries = new LeaderboardQueries({ sql, ranks: adapters.ranks, clock, cache: services.leaderboards });
+  const store: StoreDeps = {
+    sql,
+    clock,
+    random: ctx.random,
+    wallet: services.wallet,
+    store: services.store,
+    allowPrivate: ctx.config.webhooks.allowPrivate,
+  };
   return [
     ...operatorRoutes(services, { sql }),
     ...authRoutes(),
@@ -43,7 +52,7 @@ export function allRoutes(ctx: AppContext): RouteSpec[] {
     }),
     ...walletAdminRoutes({ sql, wallet: services.wallet, clock }),
     ...walletQueryRoutes({ sql }),
-    ...rewardAdminRoutes({ sql, clock }),
+    ...rewardAdminRoutes({ sql, clock, catalog: catalogOps(store) }),
     ...rewardQueryRoutes({ sql }),
     ...levelRoutes({ sql, clock, wallet: services.wallet }),
     ...couponRoutes({
@@ -55,6 +64,8 @@ export function allRoutes(ctx: AppContext): RouteSpec[] {
       rateLimiter: services.rateLimiter,
       guessLimits: ctx.config.couponGuessLimits,
     }),
+    ...storeAdminRoutes(store),
+    ...storeQueryRoutes(store),
     ...webhookAdminRoutes({
       sql,
       clock,

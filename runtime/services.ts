@@ -15,6 +15,9 @@ import { payoutReactions } from '../core/leaderboards/payout';
 import { levelReactions } from '../core/levels/levels';
 import { outboxReactions } from '../core/outbox';
 import { Granter } from '../core/rewards/grant';
+import { Fulfiller } from '../core/store/fulfilment';
+import { OrderStore } from '../core/store/orders';
+import { StoreService } from '../core/store/store';
 import { tierReactions } from '../core/wallet/tiers';
 import { Wallet } from '../core/wallet/wallet';
 import { WebhookStore } from '../core/webhooks/store';
@@ -34,6 +37,12 @@ export interface Services {
   wallet: Wallet;
   /** The one reward-granting service. */
   granter: Granter;
+  /** Orders of the store (and of granted rewards awaiting fulfilment), their moves and facts. */
+  orders: OrderStore;
+  /** Wallet fulfilment of orders (through the granter). */
+  fulfiller: Fulfiller;
+  /** Purchases, grants, claims, refunds: the store's transactions. */
+  store: StoreService;
   /** Webhook endpoints (secrets encrypted with the server key) and their delivery log. */
   webhooks: WebhookStore;
   /** Board definitions and window rows of the query routes, cached like tenant credentials. */
@@ -96,9 +105,24 @@ export function buildServices(
   });
   const facts = new FactBus();
   const wallet = new Wallet(facts, random);
-  const granter = new Granter(wallet, random);
+  const orders = new OrderStore(facts, random);
+  const granter = new Granter(wallet, random, orders);
+  const fulfiller = new Fulfiller(granter, orders);
+  const store = new StoreService({ sql: adapters.sql, wallet, orders, fulfiller });
   facts.register(...featureReactions(facts, granter, random));
   const webhooks = new WebhookStore(adapters.sql, box, clock);
   const leaderboards = new LeaderboardCache({ clock, ttlMs: config.tenantCacheMs });
-  return { tenants, auth, rateLimiter, facts, wallet, granter, webhooks, leaderboards };
+  return {
+    tenants,
+    auth,
+    rateLimiter,
+    facts,
+    wallet,
+    granter,
+    orders,
+    fulfiller,
+    store,
+    webhooks,
+    leaderboards,
+  };
 }

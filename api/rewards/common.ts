@@ -1,6 +1,7 @@
 /** What the rewards' admin route files share: the dependencies, the auth rules, the in-use answer. */
 import type { Sql } from '../../adapters/sql/types';
 import type { Clock } from '../../core/clock';
+import type { CatalogOps } from '../store/catalog';
 import { scope } from '../../http/auth/scopes';
 import { answerRefusals } from '../../http/domain-errors';
 import { errors } from '../../http/errors';
@@ -8,6 +9,8 @@ import { errors } from '../../http/errors';
 export interface RewardAdminDeps {
   sql: Sql;
   clock: Clock;
+  /** Catalog rewards, which share the `/v1/rewards-catalog?tenant_id` family (api/store/catalog.ts). */
+  catalog?: CatalogOps;
 }
 
 export const read = { kind: 'admin', scope: scope.read('rewards'), tenant: true } as const;

@@ -1,6 +1,8 @@
 /**
- * Admin routes of reward configs: `/v1/rewards-catalog?tenant_id`, told apart from catalog rewards
- * by their shape (a body with `tiers` is a reward config; docs/rewards.md).
+ * Admin routes of reward configs: `/v1/rewards-catalog?tenant_id`, shared with catalog rewards
+ * (docs/store.md "One path family, two records"): a body with `tiers` is a reward config, one with
+ * `slug` or `fulfillment` and no `tiers` a catalog reward; an id names whichever record has it (both
+ * are UUIDs); the list is of reward configs unless `kind=catalog_reward`.
  */
 import {
   createConfig,
@@ -16,6 +18,13 @@ import { answerRefusals } from '../../http/domain-errors';
 import { errors } from '../../http/errors';
 import { route, validated, type RouteSpec } from '../../http/route';
 import type { RewardConfigCreate } from '../../schemas/http/types';
+
+/** Whether a body is a catalog reward (slug or fulfillment, no tiers) rather than a reward config. */
+export function isCatalogShaped(raw: unknown): boolean {
+  return Boolean(
+    raw && typeof raw === 'object' && !('tiers' in raw) && ('slug' in raw || 'fulfillment' in raw),
+  );
+}
 import { common, inUseOnRace, read, write, type RewardAdminDeps } from './common';
 
 /**
@@ -26,29 +35,35 @@ import { common, inUseOnRace, read, write, type RewardAdminDeps } from './common
 const asTiers = (tiers: RewardConfigCreate['tiers']): RewardTier[] => tiers as RewardTier[];
 
 export function rewardConfigRoutes(deps: RewardAdminDeps): RouteSpec[] {
-  const { sql, clock } = deps;
+  const { sql, clock, catalog } = deps;
   const config = async (tenantId: string, id: string) => {
     const c = await getConfig(sql, tenantId, id);
     if (!c) throw errors.notFound(`Reward config ${id} not found`);
     return c;
   };
+  /** The catalog reward an id names when no reward config has it, else null. */
+  const catalogReward = async (tenantId: string, id: string) =>
+    catalog && !(await getConfig(sql, tenantId, id)) ? catalog.get(tenantId, id) : null;
+  const neither = (id: string) => errors.notFound(`Reward config or catalog reward ${id} not found`);
   return [
     route({
       ...common,
       method: 'POST',
       path: '/v1/rewards-catalog',
-      summary: 'Create a reward config ({name, description?, tiers}); answers its reward_config_id',
-      response: 'reward_config.view',
+      summary:
+        'Create a reward config ({name, description?, tiers}: answers its reward_config_id) or a catalog reward (a body with slug or fulfillment and no tiers)',
+      response: 'rewards_catalog.view',
       // Validated by the handler, after telling a catalog reward body apart.
-      accepts: ['reward_config.create'],
+      accepts: ['reward_config.create', 'catalog_reward.create'],
       auth: write,
       status: 201,
+      errors: [409, 503],
       handler: async (req) => {
         const raw = req.body;
-        if (raw && typeof raw === 'object' && !('tiers' in raw) && ('slug' in raw || 'fulfillment' in raw)) {
-          throw errors.validation(
-            'This body is a catalog reward; create catalog rewards under /v1/tenants/{tenant_id}/rewards-catalog (the store, not yet available). A reward config needs tiers.',
-          );
+        if (isCatalogShaped(raw)) {
+          if (!catalog)
+            throw errors.validation('This body is a catalog reward; a reward config needs tiers.');
+          return catalog.create(req.tenant.id, raw);
         }
         const b = validated('reward_config.create', raw);
         const tiers = asTiers(b.tiers);
@@ -65,11 +80,15 @@ export function rewardConfigRoutes(deps: RewardAdminDeps): RouteSpec[] {
       ...common,
       method: 'GET',
       path: '/v1/rewards-catalog',
-      summary: 'List reward configs',
-      response: 'reward_config.list.view',
+      summary: 'List reward configs, or catalog rewards with kind=catalog_reward (active by default)',
+      response: 'rewards_catalog.list.view',
       auth: read,
-      query: 'list.query',
+      query: 'rewards_catalog.list.query',
       handler: async ({ tenant, query: q }) => {
+        if (q.kind === 'catalog_reward' && catalog) {
+          const r = await catalog.list(tenant.id, q);
+          return { rewards: r.rewards, total: r.total, limit: q.limit, offset: q.offset };
+        }
         const r = await listConfigs(sql, tenant.id, q.limit, q.offset);
         return { reward_configs: r.configs, total: r.total, limit: q.limit, offset: q.offset };
       },
@@ -78,20 +97,32 @@ export function rewardConfigRoutes(deps: RewardAdminDeps): RouteSpec[] {
       ...common,
       method: 'GET',
       path: '/v1/rewards-catalog/:reward_id',
-      summary: 'Get a reward config',
-      response: 'reward_config.view',
+      summary: 'Get a reward config or a catalog reward',
+      response: 'rewards_catalog.view',
       auth: read,
-      handler: async ({ tenant, params }) => config(tenant.id, params.reward_id),
+      handler: async ({ tenant, params }) => {
+        const id = params.reward_id;
+        const c = await getConfig(sql, tenant.id, id);
+        if (c) return c;
+        const r = await catalogReward(tenant.id, id);
+        if (!r) throw neither(id);
+        return r;
+      },
     }),
     route({
       ...common,
       method: 'PUT',
       path: '/v1/rewards-catalog/:reward_id',
-      summary: 'Update a reward config',
-      response: 'reward_config.view',
+      summary: 'Update a reward config or a catalog reward (changed fields)',
+      response: 'rewards_catalog.view',
       auth: write,
-      body: 'reward_config.update',
-      handler: async ({ tenant, params, body: b }) => {
+      accepts: ['reward_config.update', 'catalog_reward.update'],
+      errors: [409, 503],
+      handler: async ({ tenant, params, body: raw }) => {
+        if (await catalogReward(tenant.id, params.reward_id))
+          return catalog!.update(tenant.id, params.reward_id, raw);
+        if (raw === undefined) throw errors.validation('Request body is required');
+        const b = validated('reward_config.update', raw);
         await config(tenant.id, params.reward_id);
         const tiers = b.tiers && asTiers(b.tiers);
         const updated = await missingItemOnRace(() =>
@@ -111,16 +142,17 @@ export function rewardConfigRoutes(deps: RewardAdminDeps): RouteSpec[] {
       ...common,
       method: 'DELETE',
       path: '/v1/rewards-catalog/:reward_id',
-      summary: 'Delete a reward config',
-      response: 'reward_config.view',
+      summary: 'Delete a reward config, or deactivate a catalog reward',
+      response: 'rewards_catalog.view',
       auth: write,
       handler: async ({ tenant, params }) => {
         const id = params.reward_id;
+        if (await catalogReward(tenant.id, id)) return catalog!.deactivate(tenant.id, id);
         const r = await inUseOnRace(
           () => sql.tx((q) => deleteConfig(q, tenant.id, id)),
           async () => inUseMessage(`reward config ${id}`, await usersOfConfig(sql, tenant.id, id)),
         );
-        if (!r) throw errors.notFound(`Reward config ${id} not found`);
+        if (!r) throw catalog ? neither(id) : errors.notFound(`Reward config ${id} not found`);
         if ('in_use' in r) throw errors.conflict(r.in_use);
         return r.deleted;
       },

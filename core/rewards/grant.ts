@@ -9,8 +9,8 @@
  * Every grant has a row in reward_grants, readable per user: the journal of what each source
  * granted under which key. Each granted reward has one record of what the user holds or awaits
  * (docs/architecture.md "One grant-from-config path"): the ledger row for a balance, the grant row
- * itself for an owned item and, until the store and its orders exist, for a reward awaiting
- * fulfilment (`heldAs` is where that becomes an order). Features grant from a reward config
+ * itself for an owned item, and the store's order for a reward awaiting fulfilment (`heldAs`,
+ * `HeldOrders`). Features grant from a reward config
  * through `grantFromConfig` (./from-config.ts).
  */
 import type { Queryable } from '../../adapters/sql/types';
@@ -34,8 +34,30 @@ export interface Granted {
   name: string;
   reward_type: string;
   payload: Record<string, unknown>;
-  status: 'credited' | 'owned' | 'pending_fulfilment' | 'failed';
+  status: 'credited' | 'owned' | 'pending_fulfilment' | 'ordered' | 'failed';
   transaction_id: string | null;
+  /** The order holding a reward that awaits fulfilment (status `ordered`), else null. */
+  order_id?: string | null;
+}
+
+/**
+ * Where a reward awaiting fulfilment is recorded: the store's orders (core/store/orders.ts
+ * `OrderStore.createHeld`), in the grant's transaction, idempotent on the grant key; answers the
+ * order id. Declared here so the granting service needs nothing of the store.
+ */
+export interface HeldOrders {
+  createHeld(
+    q: Queryable,
+    g: {
+      tenant_id: string;
+      user_id: string;
+      item: RewardItem;
+      source_type: string;
+      source_ref: string | null;
+      grant_key: string;
+      now: number;
+    },
+  ): Promise<string>;
 }
 
 interface GrantRow {
@@ -49,14 +71,19 @@ interface GrantRow {
   source_type: string;
   source_ref: string | null;
   transaction_id: string | null;
+  order_id: string | null;
   created_at: number;
 }
 
 export class Granter {
-  /** `random` draws the grant row ids. */
+  /**
+   * `random` draws the grant row ids; `orders` records rewards awaiting fulfilment as orders
+   * (without it, as before the store, they stay `pending_fulfilment` grant rows).
+   */
   constructor(
     private readonly wallet: Wallet,
     private readonly random: Random = systemRandom,
+    private readonly orders: HeldOrders | null = null,
   ) {}
 
   async grant(q: Queryable, g: GrantRequest): Promise<Granted[]> {
@@ -68,11 +95,12 @@ export class Granter {
         [g.tenant_id, key],
       );
       if (seen.rows[0]) {
-        out.push(this.present(item, seen.rows[0].status, seen.rows[0].transaction_id));
+        out.push(this.present(item, seen.rows[0].status, seen.rows[0].transaction_id, seen.rows[0].order_id));
         continue;
       }
       let status: Granted['status'];
       let tx: string | null = null;
+      let orderId: string | null = null;
       const credit = this.creditOf(item);
       if (credit) {
         try {
@@ -95,10 +123,22 @@ export class Granter {
         }
       } else {
         status = heldAs(item);
+        if (status === 'pending_fulfilment' && this.orders) {
+          orderId = await this.orders.createHeld(q, {
+            tenant_id: g.tenant_id,
+            user_id: g.user_id,
+            item,
+            source_type: g.source_type,
+            source_ref: g.source_ref,
+            grant_key: key,
+            now: g.now,
+          });
+          status = 'ordered';
+        }
       }
       await q.query(
-        `INSERT INTO reward_grants (id, tenant_id, grant_key, user_id, item_id, reward_type, payload, status, source_type, source_ref, transaction_id, created_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
+        `INSERT INTO reward_grants (id, tenant_id, grant_key, user_id, item_id, reward_type, payload, status, source_type, source_ref, transaction_id, created_at, order_id)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
         [
           this.random.uuid(),
           g.tenant_id,
@@ -112,9 +152,10 @@ export class Granter {
           g.source_ref,
           tx,
           g.now,
+          orderId,
         ],
       );
-      out.push(this.present(item, status, tx));
+      out.push(this.present(item, status, tx, orderId));
     }
     return out;
   }
@@ -130,7 +171,12 @@ export class Granter {
     return null;
   }
 
-  private present(item: RewardItem, status: Granted['status'], tx: string | null): Granted {
+  private present(
+    item: RewardItem,
+    status: Granted['status'],
+    tx: string | null,
+    orderId: string | null = null,
+  ): Granted {
     return {
       item_id: item.item_id,
       name: item.name,
@@ -138,15 +184,18 @@ export class Granter {
       payload: item.payload,
       status,
       transaction_id: tx,
+      ...(orderId ? { order_id: orderId } : {}),
     };
   }
 }
 
 /**
  * What a reward that is no balance becomes. Badges and items are owned (the grant row is their
- * record). Any other type awaits fulfilment: today the grant row (`pending_fulfilment`) is its one
- * record; when the store lands, this is where the order is created instead, in the grant's
- * transaction, and the grant row points to it, so a reward never has two records.
+ * record). Any other type (physical_item, custom, ...) awaits fulfilment: the granting service
+ * creates its order in the grant's transaction (`HeldOrders`, the store) and the grant row says
+ * `ordered` and points to it (`order_id`), so a reward never has two records. The item names the
+ * catalog reward it orders with `payload.catalog_reward_id`; without one the order is an implicit
+ * manual order of the item (docs/store.md "Orders of granted reward items").
  */
 function heldAs(item: RewardItem): 'owned' | 'pending_fulfilment' {
   return item.reward_type === 'badge' || item.reward_type === 'item' ? 'owned' : 'pending_fulfilment';
@@ -178,6 +227,7 @@ export async function grantsOf(
       source_type: x.source_type,
       source_ref: x.source_ref,
       transaction_id: x.transaction_id,
+      order_id: x.order_id ?? null,
       granted_at: new Date(Number(x.created_at)).toISOString(),
     })),
     total: total.rows[0]?.n ?? 0,

@@ -20,6 +20,8 @@ export const EVENT_TYPES = [
   'coupon.redeemed',
   'achievement.completed',
   'coupon.generated',
+  'order.expired',
+  'order.refunded',
 ] as const;
 
 export type EventType = (typeof EVENT_TYPES)[number];
@@ -42,13 +44,20 @@ export interface RewardItemView {
   payload: Record<string, unknown>;
 }
 
-/** order.created, order.claimed, order.fulfilling, order.completed, order.failed */
+/**
+ * order.created, order.claimed, order.fulfilling, order.completed, order.failed, and (not in
+ * SPEC.md; docs/store.md) order.expired, order.refunded. `fulfillment_data` is the order's status
+ * after the move (state, started_at, data {type, external_id}, tracking_number, reason, ...);
+ * `reward_slug` is null for an implicit order of a reward item; variant_id and source_type added.
+ */
 export interface OrderEvent extends Envelope {
   data: {
     order_id: string;
     user_id: string;
     reward_id: string;
-    reward_slug: string;
+    reward_slug: string | null;
+    variant_id: string;
+    source_type: string;
     fulfillment_type: string;
     fulfillment_data: Record<string, unknown> | null;
   };

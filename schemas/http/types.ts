@@ -74,6 +74,230 @@ export interface ApikeyView {
   revoked_at: string | null;
 }
 
+/** catalog.list.query (schemas/http/catalog.list.query.json) */
+
+export interface CatalogListQuery {
+  /**
+   * Active rewards (default) or deactivated ones
+   */
+  active: boolean;
+  limit: number;
+  offset: number;
+}
+
+/** catalog_field (schemas/http/catalog_field.json) */
+
+/**
+ * User input a reward needs for fulfilment (SPEC.md "Field definition"). `pattern` is checked for catastrophic backtracking (docs/store.md "Field patterns").
+ */
+export interface CatalogField {
+  /**
+   * Key of the value in an order's fields
+   */
+  name: string;
+  label: string;
+  required?: boolean;
+  type?: 'text' | 'select';
+  /**
+   * Regular expression (JavaScript, unicode mode, unanchored) a text value must match
+   */
+  pattern?: string;
+  min_length?: number;
+  max_length?: number;
+  multiline?: boolean;
+  placeholder?: string;
+  /**
+   * @minItems 1
+   * @maxItems 100
+   */
+  options?: {
+    value: string;
+    label: string;
+  }[];
+}
+
+/** catalog_fulfillment (schemas/http/catalog_fulfillment.json) */
+
+/**
+ * wallet: item_type xp (amount) or badge (item_id); manual: notes; api: retry {max_attempts, backoff_seconds} and the endpoint in the reward's config.url.
+ */
+export interface CatalogFulfillment {
+  type: 'wallet' | 'manual' | 'api';
+  item_type?: 'xp' | 'badge';
+  amount?: number;
+  item_id?: string;
+  notes?: string;
+  retry?: {
+    max_attempts?: number;
+    /**
+     * @minItems 1
+     * @maxItems 20
+     */
+    backoff_seconds?: number[];
+  };
+}
+
+/** catalog_purchase (schemas/http/catalog_purchase.json) */
+
+export interface CatalogPurchase {
+  /**
+   * @minItems 1
+   * @maxItems 20
+   */
+  prices: {
+    /**
+     * A spendable currency of the tenant
+     */
+    currency: string;
+    amount: number;
+  }[];
+}
+
+/** catalog_reward.create (schemas/http/catalog_reward.create.json) */
+
+export interface CatalogRewardCreate {
+  /**
+   * Unique per tenant: lowercase letters, digits, _ and -
+   */
+  slug: string;
+  name: string;
+  description?: string | null;
+  /**
+   * An http(s) URL
+   */
+  image_url?: string | null;
+  active?: boolean;
+  /**
+   * @maxItems 50
+   */
+  fields?: CatalogField[];
+  fulfillment: CatalogFulfillment;
+  requires_claim?: boolean;
+  purchase?: CatalogPurchase | null;
+  /**
+   * Units left; null: unlimited
+   */
+  stock?: number | null;
+  /**
+   * Free-form data for the fulfilment handler; api fulfilment: url (the endpoint)
+   */
+  config?: {
+    [k: string]: unknown;
+  };
+  /**
+   * @maxItems 50
+   */
+  variants?: CatalogVariant[];
+}
+
+/** catalog_reward.list.view (schemas/http/catalog_reward.list.view.json) */
+
+export interface CatalogRewardListView {
+  rewards: CatalogRewardView[];
+  total: number;
+  limit: number;
+  offset: number;
+}
+
+/** catalog_reward.update (schemas/http/catalog_reward.update.json) */
+
+export interface CatalogRewardUpdate {
+  /**
+   * Unique per tenant: lowercase letters, digits, _ and -
+   */
+  slug?: string;
+  name?: string;
+  description?: string | null;
+  /**
+   * An http(s) URL
+   */
+  image_url?: string | null;
+  active?: boolean;
+  /**
+   * @maxItems 50
+   */
+  fields?: CatalogField[];
+  fulfillment?: CatalogFulfillment;
+  requires_claim?: boolean;
+  purchase?: CatalogPurchase | null;
+  /**
+   * Units left; null: unlimited
+   */
+  stock?: number | null;
+  /**
+   * Free-form data for the fulfilment handler; api fulfilment: url (the endpoint)
+   */
+  config?: {
+    [k: string]: unknown;
+  };
+  /**
+   * @maxItems 50
+   */
+  variants?: CatalogVariant[];
+}
+
+/** catalog_reward.view (schemas/http/catalog_reward.view.json) */
+
+/**
+ * A reward of the catalog (SPEC.md "Catalog reward"), with its remaining stock and its variants' stock.
+ */
+export interface CatalogRewardView {
+  id: string;
+  tenant_id: string;
+  slug: string;
+  name: string;
+  description: string | null;
+  image_url: string | null;
+  active: boolean;
+  fields: CatalogField[];
+  fulfillment: CatalogFulfillment;
+  requires_claim: boolean;
+  purchase: CatalogPurchase | null;
+  /**
+   * Units left; null: unlimited
+   */
+  stock: number | null;
+  config: {
+    [k: string]: unknown;
+  };
+  variants: CatalogVariant[];
+  created_at: string;
+  updated_at: string;
+}
+
+/** catalog_variant (schemas/http/catalog_variant.json) */
+
+/**
+ * Each variant has its own prices (else the reward's) and its own stock (null or absent: unlimited).
+ */
+export interface CatalogVariant {
+  /**
+   * Unique in the reward; "default" is the reward itself
+   */
+  variant_id: string;
+  label: string;
+  purchase?: CatalogPurchase | null;
+  stock?: number | null;
+}
+
+/** claim.create (schemas/http/claim.create.json) */
+
+export interface ClaimCreate {
+  user_id: string;
+  fields: {
+    [k: string]: string;
+  };
+}
+
+/** claim.view (schemas/http/claim.view.json) */
+
+export interface ClaimView {
+  order: {
+    id: string;
+    status: OrderStatusView;
+  };
+}
+
 /** coupon.config (schemas/http/coupon.config.json) */
 
 export interface CouponConfig {
@@ -1433,6 +1657,205 @@ export interface ListQuery {
   offset: number;
 }
 
+/** order.item.view (schemas/http/order.item.view.json) */
+
+export interface OrderItemView {
+  id: string;
+  user_id: string;
+  /**
+   * The catalog reward, or the reward item of an implicit order
+   */
+  reward_id: string;
+  reward_name: string;
+  reward_image_url: string | null;
+  variant_id: string;
+  source_type: string;
+  status: OrderStatusView;
+  requires_claim: boolean;
+  expires_at: string | null;
+  created_at: string;
+}
+
+/** order.list.view (schemas/http/order.list.view.json) */
+
+/**
+ * A page of orders, newest first.
+ */
+export interface OrderListView {
+  orders: OrderItemView[];
+  total: number;
+  limit: number;
+  offset: number;
+}
+
+/** order.view (schemas/http/order.view.json) */
+
+/**
+ * SPEC.md "Order", with the reward's slug, name and image and the price paid.
+ */
+export interface OrderView {
+  id: string;
+  tenant_id: string;
+  user_id: string;
+  /**
+   * The catalog reward, or the reward item of an implicit order
+   */
+  reward_id: string;
+  reward_slug: string | null;
+  reward_name: string;
+  reward_image_url: string | null;
+  variant_id: string;
+  source_type: string;
+  source_ref: string | null;
+  status: OrderStatusView;
+  fields: {
+    [k: string]: string;
+  };
+  fulfillment: CatalogFulfillment;
+  requires_claim: boolean;
+  expires_at: string | null;
+  /**
+   * What a purchase paid; null for a grant
+   */
+  price: null | {
+    currency: string;
+    amount: number;
+  };
+  created_at: string;
+  updated_at: string;
+}
+
+/** order.wrapped.view (schemas/http/order.wrapped.view.json) */
+
+export interface OrderWrappedView {
+  order: OrderView;
+}
+
+/** order_grant.create (schemas/http/order_grant.create.json) */
+
+export interface OrderGrantCreate {
+  user_id: string;
+  reward_id: string;
+  variant_id?: string;
+  /**
+   * What granted it, for example admin or leaderboard (not purchase)
+   */
+  source_type: string;
+  source_ref?: string | null;
+  /**
+   * For a reward with requires_claim: when an unclaimed order expires
+   */
+  expires_at?: string | null;
+}
+
+/** order_refund.create (schemas/http/order_refund.create.json) */
+
+export interface OrderRefundCreate {
+  reason: string;
+}
+
+/** order_status.update (schemas/http/order_status.update.json) */
+
+export interface OrderStatusUpdate {
+  status: {
+    state: 'completed' | 'failed';
+    tracking_number?: string;
+    shipped_at?: string;
+    notes?: string;
+    reason?: string;
+  };
+}
+
+/** order_status.view (schemas/http/order_status.view.json) */
+
+export interface OrderStatusView {
+  state: 'pending_claim' | 'fulfilling' | 'completed' | 'failed' | 'expired' | 'refunded';
+  started_at?: string;
+  completed_at?: string;
+  data?: {
+    type: string;
+    external_id: string | null;
+  };
+  tracking_number?: string;
+  shipped_at?: string;
+  notes?: string;
+  reason?: string;
+  expired_at?: string;
+  refunded_at?: string;
+  /**
+   * api fulfilment: calls made
+   */
+  attempts?: number;
+  /**
+   * api fulfilment: why the last call failed
+   */
+  last_error?: string;
+}
+
+/** orders.admin.query (schemas/http/orders.admin.query.json) */
+
+export interface OrdersAdminQuery {
+  status?: 'pending_claim' | 'fulfilling' | 'completed' | 'failed' | 'expired' | 'refunded';
+  user_id?: string;
+  reward_id?: string;
+  source_type?: string;
+  limit: number;
+  offset: number;
+}
+
+/** orders.query (schemas/http/orders.query.json) */
+
+export interface OrdersQuery {
+  /**
+   * Only orders in this state
+   */
+  status?: 'pending_claim' | 'fulfilling' | 'completed' | 'failed' | 'expired' | 'refunded';
+  limit: number;
+  offset: number;
+}
+
+/** purchase.create (schemas/http/purchase.create.json) */
+
+export interface PurchaseCreate {
+  user_id: string;
+  idempotency_key: string;
+  currency: string;
+  /**
+   * Values of the reward's fields
+   */
+  fields?: {
+    [k: string]: string;
+  };
+  variant_id?: string;
+}
+
+/** purchase.view (schemas/http/purchase.view.json) */
+
+/**
+ * The order; was_cached true when the idempotency_key returned an earlier purchase.
+ */
+export interface PurchaseView {
+  order: OrderView;
+  was_cached: boolean;
+}
+
+/** recent_fields.query (schemas/http/recent_fields.query.json) */
+
+export interface RecentFieldsQuery {
+  user_id?: string;
+}
+
+/** recent_fields.view (schemas/http/recent_fields.view.json) */
+
+/**
+ * The last value the user submitted for each field name (to prefill a form).
+ */
+export interface RecentFieldsView {
+  fields: {
+    [k: string]: string;
+  };
+}
+
 /** reward_config.create (schemas/http/reward_config.create.json) */
 
 export interface RewardConfigCreate {
@@ -1634,9 +2057,9 @@ export interface RewardGrantView {
     [k: string]: unknown;
   };
   /**
-   * credited: currency, xp or points paid into the wallet; owned: a badge or item the user holds; pending_fulfilment: waits for fulfilment (physical_item, custom, ...); failed: the wallet refused the credit
+   * credited: currency, xp or points paid into the wallet; owned: a badge or item the user holds; ordered: awaits fulfilment as the order order_id (physical_item, custom, ...; docs/store.md); pending_fulfilment: a grant made without the store (none since issue 17); failed: the wallet refused the credit
    */
-  status: 'credited' | 'owned' | 'pending_fulfilment' | 'failed';
+  status: 'credited' | 'owned' | 'pending_fulfilment' | 'ordered' | 'failed';
   /**
    * What granted it, for example leaderboard_reward
    */
@@ -1650,6 +2073,10 @@ export interface RewardGrantView {
    */
   transaction_id: string | null;
   granted_at: string;
+  /**
+   * The order holding an ordered reward, else null
+   */
+  order_id?: string | null;
 }
 
 /** reward_item.create (schemas/http/reward_item.create.json) */
@@ -1728,6 +2155,35 @@ export interface RewardItemView {
   created_at: string;
   updated_at: string;
 }
+
+/** rewards_catalog.list.query (schemas/http/rewards_catalog.list.query.json) */
+
+export interface RewardsCatalogListQuery {
+  /**
+   * Which records of the path family to list: reward configs (default, as before the store) or catalog rewards
+   */
+  kind: 'reward_config' | 'catalog_reward';
+  /**
+   * Catalog rewards only: active (default) or deactivated
+   */
+  active: boolean;
+  limit: number;
+  offset: number;
+}
+
+/** rewards_catalog.list.view (schemas/http/rewards_catalog.list.view.json) */
+
+/**
+ * kind=reward_config (default): {reward_configs, ...}; kind=catalog_reward: {rewards, ...}.
+ */
+export type RewardsCatalogListView = RewardConfigListView | CatalogRewardListView;
+
+/** rewards_catalog.view (schemas/http/rewards_catalog.view.json) */
+
+/**
+ * The record the id names: a reward config (reward_config_id) or a catalog reward (id).
+ */
+export type RewardsCatalogView = RewardConfigView | CatalogRewardView;
 
 /** snapshot.list.query (schemas/http/snapshot.list.query.json) */
 
@@ -1811,12 +2267,72 @@ export interface SnapshotView {
   total_entries: number;
 }
 
+/** store_catalog.query (schemas/http/store_catalog.query.json) */
+
+export interface StoreCatalogQuery {
+  /**
+   * The user's balance: adds affordable and points_needed
+   */
+  balance?: number;
+  /**
+   * true: only rewards with prices and stock left; false: only the others
+   */
+  purchasable?: boolean;
+  limit: number;
+  offset: number;
+}
+
+/** store_catalog.view (schemas/http/store_catalog.view.json) */
+
+export interface StoreCatalogView {
+  rewards: StoreRewardView[];
+}
+
+/** store_reward.view (schemas/http/store_reward.view.json) */
+
+/**
+ * A catalog reward as end users see it (no config, the fulfilment type only).
+ */
+export interface StoreRewardView {
+  id: string;
+  slug: string;
+  name: string;
+  description: string | null;
+  image_url: string | null;
+  fields: CatalogField[];
+  requires_claim: boolean;
+  purchase: CatalogPurchase | null;
+  /**
+   * Units left; null: unlimited
+   */
+  stock: number | null;
+  variants: CatalogVariant[];
+  /**
+   * The fulfilment type only
+   */
+  fulfillment: {
+    type: 'wallet' | 'manual' | 'api';
+  };
+  /**
+   * With ?balance: whether the balance covers the reward's first price (its primary price)
+   */
+  affordable?: boolean;
+  /**
+   * With ?balance: what is missing to the first price (0 when affordable), null when the reward has no price
+   */
+  points_needed?: number | null;
+  /**
+   * Whether a unit is left (of the reward or of any variant)
+   */
+  in_stock: boolean;
+}
+
 /** tenant.create (schemas/http/tenant.create.json) */
 
 export interface TenantCreate {
   name: string;
   /**
-   * Optional readable id (lowercase letters, digits, _ and -); a UUID when omitted. Words that are literal path segments where a tenant id can stand ("balances": /v1/wallet/balances/{currency_id} beside /v1/wallet/{tenant_id}/balances) are refused, so every URL names one route.
+   * Optional readable id (lowercase letters, digits, _ and -); a UUID when omitted. Words that are literal path segments where a tenant id can stand ("balances": /v1/wallet/balances/{currency_id} beside /v1/wallet/{tenant_id}/balances; "catalog" and "orders": /v1/rewards/catalog/{slug} and /v1/rewards/orders/{user_id} beside /v1/rewards/{tenant_id}/...) are refused, so every URL names one route.
    */
   id?: string;
 }
@@ -2242,6 +2758,8 @@ export interface WebhookCreate {
     | 'coupon.redeemed'
     | 'achievement.completed'
     | 'coupon.generated'
+    | 'order.expired'
+    | 'order.refunded'
   )[];
   description?: string | null;
   active: boolean;
@@ -2338,6 +2856,8 @@ export interface WebhookSecretView {
     | 'coupon.redeemed'
     | 'achievement.completed'
     | 'coupon.generated'
+    | 'order.expired'
+    | 'order.refunded'
   )[];
   /**
    * false: nothing is delivered (turned off, or disabled after failing)
@@ -2403,6 +2923,8 @@ export interface WebhookUpdate {
     | 'coupon.redeemed'
     | 'achievement.completed'
     | 'coupon.generated'
+    | 'order.expired'
+    | 'order.refunded'
   )[];
   description?: string | null;
   active?: boolean;
@@ -2436,6 +2958,8 @@ export interface WebhookView {
     | 'coupon.redeemed'
     | 'achievement.completed'
     | 'coupon.generated'
+    | 'order.expired'
+    | 'order.refunded'
   )[];
   /**
    * false: nothing is delivered (turned off, or disabled after failing)
@@ -3058,6 +3582,17 @@ export interface HttpSchemas {
   'apikey.created.view': ApikeyCreatedView;
   'apikey.list.view': ApikeyListView;
   'apikey.view': ApikeyView;
+  'catalog.list.query': CatalogListQuery;
+  catalog_field: CatalogField;
+  catalog_fulfillment: CatalogFulfillment;
+  catalog_purchase: CatalogPurchase;
+  'catalog_reward.create': CatalogRewardCreate;
+  'catalog_reward.list.view': CatalogRewardListView;
+  'catalog_reward.update': CatalogRewardUpdate;
+  'catalog_reward.view': CatalogRewardView;
+  catalog_variant: CatalogVariant;
+  'claim.create': ClaimCreate;
+  'claim.view': ClaimView;
   'coupon.config': CouponConfig;
   'coupon.create': CouponCreate;
   'coupon.generate': CouponGenerate;
@@ -3117,6 +3652,20 @@ export interface HttpSchemas {
   'level_system.view': LevelSystemView;
   'levels.query': LevelsQuery;
   'list.query': ListQuery;
+  'order.item.view': OrderItemView;
+  'order.list.view': OrderListView;
+  'order.view': OrderView;
+  'order.wrapped.view': OrderWrappedView;
+  'order_grant.create': OrderGrantCreate;
+  'order_refund.create': OrderRefundCreate;
+  'order_status.update': OrderStatusUpdate;
+  'order_status.view': OrderStatusView;
+  'orders.admin.query': OrdersAdminQuery;
+  'orders.query': OrdersQuery;
+  'purchase.create': PurchaseCreate;
+  'purchase.view': PurchaseView;
+  'recent_fields.query': RecentFieldsQuery;
+  'recent_fields.view': RecentFieldsView;
   'reward_config.create': RewardConfigCreate;
   'reward_config.list.view': RewardConfigListView;
   'reward_config.update': RewardConfigUpdate;
@@ -3128,12 +3677,18 @@ export interface HttpSchemas {
   'reward_item.list.view': RewardItemListView;
   'reward_item.update': RewardItemUpdate;
   'reward_item.view': RewardItemView;
+  'rewards_catalog.list.query': RewardsCatalogListQuery;
+  'rewards_catalog.list.view': RewardsCatalogListView;
+  'rewards_catalog.view': RewardsCatalogView;
   'snapshot.list.query': SnapshotListQuery;
   'snapshot.list.view': SnapshotListView;
   'snapshot.page.query': SnapshotPageQuery;
   'snapshot.page.view': SnapshotPageView;
   'snapshot.user.view': SnapshotUserView;
   'snapshot.view': SnapshotView;
+  'store_catalog.query': StoreCatalogQuery;
+  'store_catalog.view': StoreCatalogView;
+  'store_reward.view': StoreRewardView;
   'tenant.create': TenantCreate;
   'tenant.list.view': TenantListView;
   'tenant.secrets.view': TenantSecretsView;

@@ -779,8 +779,7 @@ describe.each(SHAPES)('spin wheels [%s]', (shape) => {
   });
 
   it('grants item prizes through the granting service with source_type wheel', async () => {
-    // The order created for a physical item (the store's granting service) is asserted after the
-    // store's merge; here the grant itself.
+    // The grant, and the order the store's granting service made of the physical item.
     const w = await wheel({ segments: segs([items.shirt!, 1], [items.shirt!, 1]) });
     const u = user('item');
     const r = await spin(w.id, u);
@@ -796,6 +795,16 @@ describe.each(SHAPES)('spin wheels [%s]', (shape) => {
       source_ref: r.body.spin_id,
       status: r.body.prize.status,
     });
+    // The store made the physical prize an order with the grant's source (docs/store.md).
+    expect(grants.grants[0].status).toBe('ordered');
+    const orders = (await query('GET', `/v1/orders/user/${u}`)).body;
+    expect(orders.orders).toEqual([
+      expect.objectContaining({
+        id: grants.grants[0].order_id,
+        source_type: 'wheel',
+        reward_id: items.shirt,
+      }),
+    ]);
     const b = await wheel({ segments: segs([items.badge!, 1], [items.badge!, 1]) });
     const rb = await spin(b.id, u);
     expect(rb.body.prize).toEqual({ status: 'owned', transaction_id: null });
