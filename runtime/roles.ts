@@ -9,6 +9,7 @@ import { startAnalyticsSink } from '../processors/analytics-sink/sink';
 import { startLedgerExport } from '../processors/analytics-sink/ledger-export';
 import { Scheduler } from '../scheduler/scheduler';
 import { closeWindowsJob, purgeDedupeJob } from '../scheduler/jobs';
+import { streakDeadlinesJob } from '../scheduler/streaks';
 import { Dispatcher } from '../dispatcher/dispatcher';
 import { webhookRetentionJob } from '../dispatcher/retention';
 import { startProcessor } from '../processors/framework';
@@ -103,6 +104,8 @@ export async function startRoles(ctx: AppContext, roles: Role[] = ctx.config.rol
       const pipeline = pipelineProcessor({
         ...ctx.adapters,
         wallet: ctx.services.wallet,
+        facts: ctx.services.facts,
+        granter: ctx.services.granter,
         clock: ctx.clock,
         log,
         metrics: ctx.metrics,
@@ -121,6 +124,12 @@ export async function startRoles(ctx: AppContext, roles: Role[] = ctx.config.rol
           closeWindowsJob(closing),
           purgeDedupeJob(closing, config.dedupeWindowMs),
           webhookRetentionJob({ sql: ctx.adapters.sql, log }, config.webhooks.retentionMs),
+          streakDeadlinesJob({
+            sql: ctx.adapters.sql,
+            facts: ctx.services.facts,
+            granter: ctx.services.granter,
+            log,
+          }),
         ],
         config.schedulerIntervalMs,
       );

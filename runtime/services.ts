@@ -14,6 +14,7 @@ import { payoutReactions } from '../core/leaderboards/payout';
 import { levelReactions } from '../core/levels/levels';
 import { outboxReactions } from '../core/outbox';
 import { Granter } from '../core/rewards/grant';
+import { streakFreezeHolder } from '../core/streaks/freezes';
 import { tierReactions } from '../core/wallet/tiers';
 import { Wallet } from '../core/wallet/wallet';
 import { WebhookStore } from '../core/webhooks/store';
@@ -85,7 +86,8 @@ export function buildServices(
   });
   const facts = new FactBus();
   const wallet = new Wallet(facts, random);
-  const granter = new Granter(wallet, random);
+  // Reward items of type streak_freeze are held by streaks (the granting service's holder port).
+  const granter = new Granter(wallet, random).holdWith('streak_freeze', streakFreezeHolder);
   facts.register(...featureReactions(facts, granter));
   const webhooks = new WebhookStore(adapters.sql, box, clock);
   const leaderboards = new LeaderboardCache({ clock, ttlMs: config.tenantCacheMs });
