@@ -16,6 +16,8 @@ import { rewardAdminRoutes, rewardQueryRoutes } from '../api/rewards/admin';
 import { walletAdminRoutes } from '../api/wallet/admin';
 import { walletQueryRoutes } from '../api/wallet/query';
 import { webhookAdminRoutes } from '../api/webhooks/admin';
+import { streakAdminRoutes } from '../api/streaks/admin';
+import { streakQueryRoutes } from '../api/streaks/query';
 
 export function allRoutes(ctx: AppContext): RouteSpec[] {
   const { services, adapters, clock } = ctx;
@@ -43,6 +45,8 @@ export function allRoutes(ctx: AppContext): RouteSpec[] {
     ...rewardAdminRoutes({ sql, clock }),
     ...rewardQueryRoutes({ sql }),
     ...levelRoutes({ sql, clock, wallet: services.wallet }),
+    ...streakAdminRoutes({ sql, clock, random: ctx.random }),
+    ...streakQueryRoutes({ sql, clock }),
     ...webhookAdminRoutes({
       sql,
       clock,

@@ -32,6 +32,20 @@ export async function grantFreezes(
     now: number;
   },
 ): Promise<FreezeGrant> {
+  const def = await getDefinition(q, g.tenant_id, g.streak_id);
+  if (!def) throw new StreakError('not_found', `Streak definition ${g.streak_id} not found`);
+  if (def.status === 'archived')
+    throw new StreakError('conflict', `Streak definition ${g.streak_id} is archived; it takes no freezes`);
+  await q.query(
+    `INSERT INTO streak_progress (tenant_id, streak_id, user_id, current_count, longest_count, run, freezes,
+       period_value, qualified, frozen, updated_at)
+     VALUES ($1, $2, $3, 0, 0, 0, 0, 0, false, false, $4) ON CONFLICT DO NOTHING`,
+    [g.tenant_id, g.streak_id, g.user_id, g.now],
+  );
+  const cur = await q.query<{ freezes: number }>(
+    'SELECT freezes FROM streak_progress WHERE tenant_id = $1 AND streak_id = $2 AND user_id = $3 FOR UPDATE',
+    [g.tenant_id, g.streak_id, g.user_id],
+  );
   const seen = await q.query<{ streak_id: string; user_id: string; requested: number; granted: number; freezes_after: number }>(
     'SELECT * FROM streak_freeze_grants WHERE tenant_id = $1 AND idempotency_key = $2',
     [g.tenant_id, g.idempotency_key],
@@ -49,20 +63,6 @@ export async function grantFreezes(
       was_cached: true,
     };
   }
-  const def = await getDefinition(q, g.tenant_id, g.streak_id);
-  if (!def) throw new StreakError('not_found', `Streak definition ${g.streak_id} not found`);
-  if (def.status === 'archived')
-    throw new StreakError('conflict', `Streak definition ${g.streak_id} is archived; it takes no freezes`);
-  await q.query(
-    `INSERT INTO streak_progress (tenant_id, streak_id, user_id, current_count, longest_count, run, freezes,
-       period_value, qualified, frozen, updated_at)
-     VALUES ($1, $2, $3, 0, 0, 0, 0, 0, false, false, $4) ON CONFLICT DO NOTHING`,
-    [g.tenant_id, g.streak_id, g.user_id, g.now],
-  );
-  const cur = await q.query<{ freezes: number }>(
-    'SELECT freezes FROM streak_progress WHERE tenant_id = $1 AND streak_id = $2 AND user_id = $3 FOR UPDATE',
-    [g.tenant_id, g.streak_id, g.user_id],
-  );
   const before = Number(cur.rows[0]!.freezes);
   const cap = def.config.max_freezes ?? null;
   const after = cap === null ? before + g.count : Math.max(before, Math.min(cap, before + g.count));

@@ -168,7 +168,7 @@ export async function writeProgress(
   const cols = COLUMNS.map(([c]) => c);
   const set = cols
     .filter((c) => !['tenant_id', 'streak_id', 'user_id'].includes(c))
-    .map((c) => (c === 'freezes' ? 'freezes = streak_progress.freezes + EXCLUDED.freezes' : `${c} = EXCLUDED.${c}`));
+    .map((c) => (c === 'freezes' ? 'freezes = GREATEST(streak_progress.freezes + EXCLUDED.freezes, 0)' : `${c} = EXCLUDED.${c}`));
   await q.query(
     `INSERT INTO streak_progress (${cols.join(', ')})
      SELECT * FROM unnest(${COLUMNS.map(([, t], i) => `$${i + 1}::${t}[]`).join(', ')})

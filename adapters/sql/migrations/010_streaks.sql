@@ -32,7 +32,9 @@ CREATE TABLE streak_progress (
   longest_count  integer NOT NULL,
   -- Runs of the streak so far (a break starts the next run): keys repeatable milestones.
   run            integer NOT NULL,
-  freezes        integer NOT NULL CHECK (freezes >= 0),
+  -- Never below 0 (the writers add a change; no CHECK: the candidate row of an upsert carries the
+  -- change, which a CHECK would refuse before the conflict resolves it).
+  freezes        integer NOT NULL,
   period_key     text,
   period_start   bigint,
   period_end     bigint,
