@@ -19,7 +19,8 @@ export function streakDeadlinesJob(
     name: STREAK_JOB,
     async run(now) {
       const r = await sweepDue(deps.sql, deps, now, opts);
-      if (r.rows > 0) deps.log.debug({ job: STREAK_JOB, rows: r.rows, batches: r.batches }, 'streak deadlines swept');
+      if (r.rows > 0)
+        deps.log.debug({ job: STREAK_JOB, rows: r.rows, batches: r.batches }, 'streak deadlines swept');
     },
   };
 }

@@ -84,7 +84,9 @@ export function streakAdminRoutes(deps: StreakAdminDeps): RouteSpec[] {
           if (b.config) {
             const wanted = milestoneItems(b.config);
             const found = await lockItemRefs(q, tenantId, wanted);
-            const i = (b.config.milestones ?? []).findIndex((m) => m.reward_item_id && !found.has(m.reward_item_id));
+            const i = (b.config.milestones ?? []).findIndex(
+              (m) => m.reward_item_id && !found.has(m.reward_item_id),
+            );
             if (i >= 0)
               throw errors.validation(
                 `body.config.milestones[${i}].reward_item_id: reward item ${b.config.milestones![i]!.reward_item_id} does not exist`,
@@ -95,7 +97,8 @@ export function streakAdminRoutes(deps: StreakAdminDeps): RouteSpec[] {
           return write(q);
         }),
       {
-        unique: () => errors.conflict(`A streak named ${JSON.stringify(b.name)} already exists in this tenant`),
+        unique: () =>
+          errors.conflict(`A streak named ${JSON.stringify(b.name)} already exists in this tenant`),
         foreignKey: () =>
           errors.validation(`body.reward_config_id: reward config ${b.reward_config_id} does not exist`),
       },
@@ -140,8 +143,7 @@ export function streakAdminRoutes(deps: StreakAdminDeps): RouteSpec[] {
         ...common,
         method: 'GET',
         path: '/v1/streaks',
-        summary:
-          'List streak definitions; without a tenant, those of every tenant the credential reaches',
+        summary: 'List streak definitions; without a tenant, those of every tenant the credential reaches',
         auth: { kind: 'admin', scope: scope.read('streaks'), tenant: 'optional' },
         query: 'streak.list.query',
         response: 'streak.list.view',
@@ -163,7 +165,8 @@ export function streakAdminRoutes(deps: StreakAdminDeps): RouteSpec[] {
         summary: 'Get a streak definition',
         auth: read,
         response: 'streak.view',
-        handler: async ({ tenant, params }) => presentDefinition(await mustGet(tenant.id, params.definition_id)),
+        handler: async ({ tenant, params }) =>
+          presentDefinition(await mustGet(tenant.id, params.definition_id)),
       }),
     ),
     ...bothForms(
@@ -171,7 +174,8 @@ export function streakAdminRoutes(deps: StreakAdminDeps): RouteSpec[] {
         ...common,
         method: 'PUT',
         path: '/v1/streaks/:definition_id',
-        summary: 'Update name, description or config (only the fields given; config applies to future events)',
+        summary:
+          'Update name, description or config (only the fields given; config applies to future events)',
         auth: write,
         body: 'streak.update',
         response: 'streak.view',

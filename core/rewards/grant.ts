@@ -60,7 +60,14 @@ interface GrantRow {
 export interface RewardHolder {
   hold(
     q: Queryable,
-    g: { tenant_id: string; user_id: string; item: RewardItem; grant_key: string; source_type: string; now: number },
+    g: {
+      tenant_id: string;
+      user_id: string;
+      item: RewardItem;
+      grant_key: string;
+      source_type: string;
+      now: number;
+    },
   ): Promise<'credited' | 'failed'>;
 }
 

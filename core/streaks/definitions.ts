@@ -83,10 +83,16 @@ export function validateConfig(c: StreakConfig, where = 'body.config'): string |
   if (w.type === 'calendar') {
     const extra = Object.keys(w).find((k) => !['type', 'period', 'timezone', 'reset_time'].includes(k));
     if (extra) return `${where}.window.${extra}: not allowed for a calendar window`;
-    if (w.period === undefined) return `${where}.window.period is required for a calendar window (daily or weekly)`;
-    if (w.timezone === undefined) return `${where}.window.timezone is required for a calendar window (an IANA name)`;
+    if (w.period === undefined)
+      return `${where}.window.period is required for a calendar window (daily or weekly)`;
+    if (w.timezone === undefined)
+      return `${where}.window.timezone is required for a calendar window (an IANA name)`;
     const err = validateTimeframe(
-      { type: w.period, timezone: w.timezone, ...(w.reset_time !== undefined ? { reset_time: w.reset_time } : {}) },
+      {
+        type: w.period,
+        timezone: w.timezone,
+        ...(w.reset_time !== undefined ? { reset_time: w.reset_time } : {}),
+      },
       `${where}.window`,
     );
     if (err) return err.replace(`${where}.window.type:`, `${where}.window.period:`);
@@ -135,7 +141,15 @@ export async function createDefinition(
   const r = await q.query<Row>(
     `INSERT INTO streak_definitions (tenant_id, id, name, description, status, config, reward_config_id, version, created_at, updated_at)
      VALUES ($1, $2, $3, $4, 'active', $5, $6, 1, $7, $7) RETURNING *`,
-    [tenantId, random.uuid(), b.name, b.description ?? null, JSON.stringify(b.config), b.reward_config_id ?? null, at],
+    [
+      tenantId,
+      random.uuid(),
+      b.name,
+      b.description ?? null,
+      JSON.stringify(b.config),
+      b.reward_config_id ?? null,
+      at,
+    ],
   );
   return toDef(r.rows[0]!);
 }
@@ -161,7 +175,10 @@ export async function listDefinitions(
 ): Promise<{ definitions: StreakDefinition[]; total: number }> {
   const where = `($1::text[] IS NULL OR tenant_id = ANY($1::text[])) AND ($2::text IS NULL OR status = $2)`;
   const args = [tenantIds, opts.status ?? null];
-  const total = await q.query<{ n: number }>(`SELECT count(*)::int AS n FROM streak_definitions WHERE ${where}`, args);
+  const total = await q.query<{ n: number }>(
+    `SELECT count(*)::int AS n FROM streak_definitions WHERE ${where}`,
+    args,
+  );
   const r = await q.query<Row>(
     `SELECT * FROM streak_definitions WHERE ${where} ORDER BY tenant_id, created_at, id LIMIT $3 OFFSET $4`,
     [...args, opts.limit, opts.offset],
@@ -170,7 +187,12 @@ export async function listDefinitions(
 }
 
 /** Another definition of the tenant (not archived) already has this name (case-insensitive). */
-export async function nameTaken(q: Queryable, tenantId: string, name: string, except?: string): Promise<boolean> {
+export async function nameTaken(
+  q: Queryable,
+  tenantId: string,
+  name: string,
+  except?: string,
+): Promise<boolean> {
   const r = await q.query(
     `SELECT 1 FROM streak_definitions WHERE tenant_id = $1 AND lower(name) = lower($2) AND status <> 'archived' AND id <> $3`,
     [tenantId, name, except ?? ''],
@@ -224,7 +246,8 @@ export async function updateDefinition(
 /** The moves of a definition's status; anything else is refused. */
 export function statusMove(from: StreakStatus, to: StreakStatus): 'same' | 'ok' | string {
   if (from === to) return 'same';
-  if (from === 'archived') return `the definition is archived; an archived definition cannot be ${to === 'active' ? 'reactivated' : 'paused'}`;
+  if (from === 'archived')
+    return `the definition is archived; an archived definition cannot be ${to === 'active' ? 'reactivated' : 'paused'}`;
   return 'ok';
 }
 
@@ -317,7 +340,10 @@ export function compileDefinition(def: StreakDefinition): CompiledStreak {
 }
 
 /** The active definitions of these tenants, compiled once per version. */
-export async function activeDefinitions(q: Queryable, tenants: readonly string[]): Promise<Map<string, CompiledStreak[]>> {
+export async function activeDefinitions(
+  q: Queryable,
+  tenants: readonly string[],
+): Promise<Map<string, CompiledStreak[]>> {
   const out = new Map<string, CompiledStreak[]>();
   if (tenants.length === 0) return out;
   const r = await q.query<Row>(

@@ -193,7 +193,13 @@ export function settle(cfg: StreakConfig, p: Progress, t: number, moves: Move[])
  * but the settling of ended periods. Mutates `p`, appends moves (qualified, milestone, frozen,
  * broken).
  */
-export function applyEvent(cfg: StreakConfig, p: Progress, t: number, amount: number, moves: Move[]): boolean {
+export function applyEvent(
+  cfg: StreakConfig,
+  p: Progress,
+  t: number,
+  amount: number,
+  moves: Move[],
+): boolean {
   if (p.period && t < p.period.start) return false;
   settle(cfg, p, t, moves);
   if (!p.period) {

@@ -46,14 +46,23 @@ export async function grantFreezes(
     'SELECT freezes FROM streak_progress WHERE tenant_id = $1 AND streak_id = $2 AND user_id = $3 FOR UPDATE',
     [g.tenant_id, g.streak_id, g.user_id],
   );
-  const seen = await q.query<{ streak_id: string; user_id: string; requested: number; granted: number; freezes_after: number }>(
-    'SELECT * FROM streak_freeze_grants WHERE tenant_id = $1 AND idempotency_key = $2',
-    [g.tenant_id, g.idempotency_key],
-  );
+  const seen = await q.query<{
+    streak_id: string;
+    user_id: string;
+    requested: number;
+    granted: number;
+    freezes_after: number;
+  }>('SELECT * FROM streak_freeze_grants WHERE tenant_id = $1 AND idempotency_key = $2', [
+    g.tenant_id,
+    g.idempotency_key,
+  ]);
   const prev = seen.rows[0];
   if (prev) {
     if (prev.streak_id !== g.streak_id || prev.user_id !== g.user_id || Number(prev.requested) !== g.count)
-      throw new StreakError('conflict', `idempotency_key ${g.idempotency_key} was used for another freeze grant`);
+      throw new StreakError(
+        'conflict',
+        `idempotency_key ${g.idempotency_key} was used for another freeze grant`,
+      );
     return {
       streak_id: prev.streak_id,
       user_id: prev.user_id,
@@ -73,7 +82,17 @@ export async function grantFreezes(
   await q.query(
     `INSERT INTO streak_freeze_grants (tenant_id, idempotency_key, streak_id, user_id, requested, granted, freezes_after, source_type, created_at)
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
-    [g.tenant_id, g.idempotency_key, g.streak_id, g.user_id, g.count, after - before, after, g.source_type, g.now],
+    [
+      g.tenant_id,
+      g.idempotency_key,
+      g.streak_id,
+      g.user_id,
+      g.count,
+      after - before,
+      after,
+      g.source_type,
+      g.now,
+    ],
   );
   return {
     streak_id: g.streak_id,
@@ -94,7 +113,8 @@ export const streakFreezeHolder: RewardHolder = {
   async hold(q, g) {
     const p = g.item.payload as { streak_id?: unknown; count?: unknown };
     const count = p.count === undefined ? 1 : p.count;
-    if (typeof p.streak_id !== 'string' || !Number.isSafeInteger(count) || (count as number) <= 0) return 'failed';
+    if (typeof p.streak_id !== 'string' || !Number.isSafeInteger(count) || (count as number) <= 0)
+      return 'failed';
     try {
       await grantFreezes(q, {
         tenant_id: g.tenant_id,

@@ -141,7 +141,10 @@ const COLUMNS: Array<[keyof ProgressRow, string]> = [
  * The rows of these keys, locked FOR UPDATE in key order (one order in every transaction, so two
  * batches touching the same users wait instead of deadlocking). Absent keys are missing.
  */
-export async function lockProgress(q: Queryable, keys: readonly ProgressKey[]): Promise<Map<string, ProgressRow>> {
+export async function lockProgress(
+  q: Queryable,
+  keys: readonly ProgressKey[],
+): Promise<Map<string, ProgressRow>> {
   if (keys.length === 0) return new Map();
   const uniq = [...new Map(keys.map((k) => [keyId(k), k])).values()];
   const r = await q.query<Record<string, unknown>>(
@@ -168,7 +171,11 @@ export async function writeProgress(
   const cols = COLUMNS.map(([c]) => c);
   const set = cols
     .filter((c) => !['tenant_id', 'streak_id', 'user_id'].includes(c))
-    .map((c) => (c === 'freezes' ? 'freezes = GREATEST(streak_progress.freezes + EXCLUDED.freezes, 0)' : `${c} = EXCLUDED.${c}`));
+    .map((c) =>
+      c === 'freezes'
+        ? 'freezes = GREATEST(streak_progress.freezes + EXCLUDED.freezes, 0)'
+        : `${c} = EXCLUDED.${c}`,
+    );
   await q.query(
     `INSERT INTO streak_progress (${cols.join(', ')})
      SELECT * FROM unnest(${COLUMNS.map(([, t], i) => `$${i + 1}::${t}[]`).join(', ')})
@@ -191,14 +198,24 @@ export interface MoveDeps {
 
 type Fact<K extends keyof FactTypes> = FactTypes[K]['fact'];
 
-const brief = (g: Granted) => ({ item_id: g.item_id, name: g.name, reward_type: g.reward_type, payload: g.payload });
+const brief = (g: Granted) => ({
+  item_id: g.item_id,
+  name: g.name,
+  reward_type: g.reward_type,
+  payload: g.payload,
+});
 
 /**
  * Records a batch's moves in the caller's transaction: period history, milestones reached (each
  * once per run when repeatable, once per user ever otherwise; granted with the key
  * `streak:<definition>:<user>:<threshold>:<run or once>`), then one emit per fact name.
  */
-export async function recordMoves(q: Queryable, deps: MoveDeps, batch: readonly UserMoves[], now: number): Promise<void> {
+export async function recordMoves(
+  q: Queryable,
+  deps: MoveDeps,
+  batch: readonly UserMoves[],
+  now: number,
+): Promise<void> {
   const history: Array<[string, string, string, number, number, string, string, number, number, number]> = [];
   const reached: Fact<'streak.milestone_reached'>[] = [];
   const broken: Fact<'streak.broken'>[] = [];
@@ -209,10 +226,32 @@ export async function recordMoves(q: Queryable, deps: MoveDeps, batch: readonly 
     for (const m of moves) {
       switch (m.kind) {
         case 'qualified':
-          history.push([def.tenant_id, def.id, user_id, m.period.start, m.period.end, m.period.key, 'qualified', m.value, m.count, m.at]);
+          history.push([
+            def.tenant_id,
+            def.id,
+            user_id,
+            m.period.start,
+            m.period.end,
+            m.period.key,
+            'qualified',
+            m.value,
+            m.count,
+            m.at,
+          ]);
           break;
         case 'frozen':
-          history.push([def.tenant_id, def.id, user_id, m.period.start, m.period.end, m.period.key, 'frozen', m.value, m.count, m.at]);
+          history.push([
+            def.tenant_id,
+            def.id,
+            user_id,
+            m.period.start,
+            m.period.end,
+            m.period.key,
+            'frozen',
+            m.value,
+            m.count,
+            m.at,
+          ]);
           frozen.push({
             ...base,
             current_count: m.count,
@@ -223,7 +262,18 @@ export async function recordMoves(q: Queryable, deps: MoveDeps, batch: readonly 
           });
           break;
         case 'broken':
-          history.push([def.tenant_id, def.id, user_id, m.period.start, m.period.end, m.period.key, 'broken', m.value, 0, m.at]);
+          history.push([
+            def.tenant_id,
+            def.id,
+            user_id,
+            m.period.start,
+            m.period.end,
+            m.period.key,
+            'broken',
+            m.value,
+            0,
+            m.at,
+          ]);
           broken.push({
             ...base,
             previous_count: m.previous_count,

@@ -21,7 +21,14 @@ import {
   type ProgressKey,
   type UserMoves,
 } from '../../core/streaks/progress';
-import { applied, nothing, type PipelineStep, type StepBatch, type StepEffect, type StepReport } from './step';
+import {
+  applied,
+  nothing,
+  type PipelineStep,
+  type StepBatch,
+  type StepEffect,
+  type StepReport,
+} from './step';
 
 export const LATE = 'late: the streak period of occurred_at has ended';
 
@@ -37,7 +44,8 @@ export class StreakStep implements PipelineStep<Map<string, CompiledStreak[]>> {
   async apply(q: Queryable, batch: StepBatch, defs: Map<string, CompiledStreak[]>): Promise<StepReport> {
     const effects: StepEffect[] = batch.events.map(() => nothing);
     if (defs.size === 0) return { effects };
-    const candidates: Array<{ i: number; c: CompiledStreak; key: ProgressKey; t: number; amount: number }> = [];
+    const candidates: Array<{ i: number; c: CompiledStreak; key: ProgressKey; t: number; amount: number }> =
+      [];
     batch.events.forEach(({ event, view }, i) => {
       for (const c of defs.get(event.tenant_id) ?? []) {
         if (!c.matchesType(event.type) || !c.filter(view)) continue;
@@ -58,7 +66,10 @@ export class StreakStep implements PipelineStep<Map<string, CompiledStreak[]>> {
       q,
       candidates.map((x) => x.key),
     );
-    const state = new Map<string, { key: ProgressKey; c: CompiledStreak; p: Progress; freezes0: number; moves: Move[] }>();
+    const state = new Map<
+      string,
+      { key: ProgressKey; c: CompiledStreak; p: Progress; freezes0: number; moves: Move[] }
+    >();
     for (const x of candidates) {
       const id = keyId(x.key);
       let s = state.get(id);

@@ -38,12 +38,22 @@ describe.each(SHAPES)('streaks [%s]', (shape) => {
     app = await startTestApp(shape, {
       clock,
       roles: 'all',
-      env: { LUDUS_SCHEDULER_INTERVAL_MS: '50', LUDUS_RATE_LIMIT_ADMIN: 'off', LUDUS_RATE_LIMIT_QUERY: 'off' },
+      env: {
+        LUDUS_SCHEDULER_INTERVAL_MS: '50',
+        LUDUS_RATE_LIMIT_ADMIN: 'off',
+        LUDUS_RATE_LIMIT_QUERY: 'off',
+      },
     });
     ({ tenant, key, token } = await tenantWithCredentials(app));
     expect(
-      (await admin('POST', '/v1/wallet/currencies', { id: 'coins', name: 'Coins', is_spendable: true, decimal_places: 0 }))
-        .status,
+      (
+        await admin('POST', '/v1/wallet/currencies', {
+          id: 'coins',
+          name: 'Coins',
+          is_spendable: true,
+          decimal_places: 0,
+        })
+      ).status,
     ).toBe(201);
   });
   afterAll(() => app.stop());
@@ -56,7 +66,11 @@ describe.each(SHAPES)('streaks [%s]', (shape) => {
     });
   const query = (path: string, t = token) =>
     call('GET', `${app.url.query}${path}`, { headers: { authorization: `Bearer ${t}` } });
-  const create = async (name: string, config: Record<string, unknown>, extra: Record<string, unknown> = {}) => {
+  const create = async (
+    name: string,
+    config: Record<string, unknown>,
+    extra: Record<string, unknown> = {},
+  ) => {
     const r = await admin('POST', '/v1/streaks', { name, config, ...extra });
     expect([r.status, r.body?.error]).toEqual([201, undefined]);
     return r.body.id as string;
@@ -68,7 +82,9 @@ describe.each(SHAPES)('streaks [%s]', (shape) => {
     ...over,
   });
   /** Sends events (the clock set to the latest occurred_at) and waits until they are processed. */
-  const send = async (events: Array<{ user: string; at: number; type?: string; attrs?: Record<string, unknown> }>) => {
+  const send = async (
+    events: Array<{ user: string; at: number; type?: string; attrs?: Record<string, unknown> }>,
+  ) => {
     clock.set(Math.max(...events.map((e) => e.at)));
     const body = events.map((e) => ({
       event_id: `s${shape}-${++seq}`,
@@ -130,8 +146,15 @@ describe.each(SHAPES)('streaks [%s]', (shape) => {
       headers: { 'x-api-key': key },
     });
     expect(long.body).toMatchObject({ id, tenant_id: tenant.id, name: 'Daily lesson', status: 'active' });
-    expect(long.body.config.window).toEqual({ type: 'calendar', period: 'daily', timezone: 'UTC', reset_time: '00:00' });
-    const list = await call('GET', `${app.url.admin}/v1/tenants/${tenant.id}/streaks`, { headers: { 'x-api-key': key } });
+    expect(long.body.config.window).toEqual({
+      type: 'calendar',
+      period: 'daily',
+      timezone: 'UTC',
+      reset_time: '00:00',
+    });
+    const list = await call('GET', `${app.url.admin}/v1/tenants/${tenant.id}/streaks`, {
+      headers: { 'x-api-key': key },
+    });
     expect(list.body.total).toBe(before + 1);
     const put = await admin('PUT', `/v1/streaks/${id}`, { description: 'changed' });
     expect(put.body).toMatchObject({ name: 'Daily lesson', description: 'changed' });
@@ -150,14 +173,21 @@ describe.each(SHAPES)('streaks [%s]', (shape) => {
     const other = await createTenant(app);
     const both = (await createKey(app, [tenant.id, other.id])).key;
     const otherKey = (await createKey(app, [other.id])).key;
-    const oid = (await admin('POST', '/v1/streaks', { name: 'Other', config: daily() }, other.id, otherKey)).body.id;
-    const all = await call('GET', `${app.url.admin}/v1/streaks?limit=1000`, { headers: { 'x-api-key': both } });
+    const oid = (await admin('POST', '/v1/streaks', { name: 'Other', config: daily() }, other.id, otherKey))
+      .body.id;
+    const all = await call('GET', `${app.url.admin}/v1/streaks?limit=1000`, {
+      headers: { 'x-api-key': both },
+    });
     expect(new Set(all.body.definitions.map((d: { tenant_id: string }) => d.tenant_id))).toEqual(
       new Set([tenant.id, other.id]),
     );
-    const mine = await call('GET', `${app.url.admin}/v1/streaks?limit=1000`, { headers: { 'x-api-key': otherKey } });
+    const mine = await call('GET', `${app.url.admin}/v1/streaks?limit=1000`, {
+      headers: { 'x-api-key': otherKey },
+    });
     expect(mine.body.definitions.map((d: { id: string }) => d.id)).toEqual([oid]);
-    const root = await call('GET', `${app.url.admin}/v1/streaks?limit=1000`, { headers: { 'x-api-key': app.rootKey } });
+    const root = await call('GET', `${app.url.admin}/v1/streaks?limit=1000`, {
+      headers: { 'x-api-key': app.rootKey },
+    });
     expect(root.body.total).toBeGreaterThanOrEqual(all.body.total);
     // Another tenant's definition is not found through this tenant.
     expect((await admin('GET', `/v1/streaks/${oid}`)).status).toBe(404);
@@ -171,22 +201,94 @@ describe.each(SHAPES)('streaks [%s]', (shape) => {
       [{ name: 'x'.repeat(256), config: daily() }, 400, /body\.name/],
       [{ name: 'taken NAME', config: daily() }, 409, /already exists/],
       [{ name: 'n1', config: daily({ event_types: [] }) }, 400, /body\.config\.event_types/],
-      [{ name: 'n2', config: daily({ window: { type: 'calendar', period: 'daily', timezone: 'Mars/Base' } }) }, 400, /body\.config\.window\.timezone: unknown time zone/],
-      [{ name: 'n3', config: daily({ window: { type: 'calendar', period: 'daily' } }) }, 400, /body\.config\.window\.timezone is required/],
-      [{ name: 'n4', config: daily({ window: { type: 'calendar', period: 'daily', timezone: 'UTC', reset_time: '25:00' } }) }, 400, /body\.config\.window\.reset_time/],
-      [{ name: 'n5', config: daily({ window: { type: 'rolling' } }) }, 400, /body\.config\.window\.duration_seconds is required/],
-      [{ name: 'n6', config: daily({ window: { type: 'rolling', duration_seconds: 3600, timezone: 'UTC' } }) }, 400, /body\.config\.window\.timezone: not allowed/],
-      [{ name: 'n7', config: daily({ condition: { type: 'count', min: 0 } }) }, 400, /body\.config\.condition\.min/],
-      [{ name: 'n8', config: daily({ condition: { type: 'count', min: -2 } }) }, 400, /body\.config\.condition\.min/],
-      [{ name: 'n9', config: daily({ condition: { type: 'sum', min: 10 } }) }, 400, /body\.config\.condition\.field is required/],
-      [{ name: 'n10', config: daily({ milestones: [{ threshold: 3 }, { threshold: 3 }] }) }, 400, /body\.config\.milestones\[1\]\.threshold: 3 is repeated/],
-      [{ name: 'n11', config: daily({ milestones: [{ threshold: 0 }] }) }, 400, /body\.config\.milestones\/0\/threshold|body\.config\.milestones\[0\]\.threshold|threshold/],
-      [{ name: 'n12', config: daily({ milestones: [{ threshold: 2, reward_item_id: 'missing' }] }) }, 400, /body\.config\.milestones\[0\]\.reward_item_id: reward item missing does not exist/],
-      [{ name: 'n13', config: daily(), reward_config_id: 'missing' }, 400, /body\.reward_config_id: reward config missing does not exist/],
+      [
+        {
+          name: 'n2',
+          config: daily({ window: { type: 'calendar', period: 'daily', timezone: 'Mars/Base' } }),
+        },
+        400,
+        /body\.config\.window\.timezone: unknown time zone/,
+      ],
+      [
+        { name: 'n3', config: daily({ window: { type: 'calendar', period: 'daily' } }) },
+        400,
+        /body\.config\.window\.timezone is required/,
+      ],
+      [
+        {
+          name: 'n4',
+          config: daily({
+            window: { type: 'calendar', period: 'daily', timezone: 'UTC', reset_time: '25:00' },
+          }),
+        },
+        400,
+        /body\.config\.window\.reset_time/,
+      ],
+      [
+        { name: 'n5', config: daily({ window: { type: 'rolling' } }) },
+        400,
+        /body\.config\.window\.duration_seconds is required/,
+      ],
+      [
+        {
+          name: 'n6',
+          config: daily({ window: { type: 'rolling', duration_seconds: 3600, timezone: 'UTC' } }),
+        },
+        400,
+        /body\.config\.window\.timezone: not allowed/,
+      ],
+      [
+        { name: 'n7', config: daily({ condition: { type: 'count', min: 0 } }) },
+        400,
+        /body\.config\.condition\.min/,
+      ],
+      [
+        { name: 'n8', config: daily({ condition: { type: 'count', min: -2 } }) },
+        400,
+        /body\.config\.condition\.min/,
+      ],
+      [
+        { name: 'n9', config: daily({ condition: { type: 'sum', min: 10 } }) },
+        400,
+        /body\.config\.condition\.field is required/,
+      ],
+      [
+        { name: 'n10', config: daily({ milestones: [{ threshold: 3 }, { threshold: 3 }] }) },
+        400,
+        /body\.config\.milestones\[1\]\.threshold: 3 is repeated/,
+      ],
+      [
+        { name: 'n11', config: daily({ milestones: [{ threshold: 0 }] }) },
+        400,
+        /body\.config\.milestones\/0\/threshold|body\.config\.milestones\[0\]\.threshold|threshold/,
+      ],
+      [
+        { name: 'n12', config: daily({ milestones: [{ threshold: 2, reward_item_id: 'missing' }] }) },
+        400,
+        /body\.config\.milestones\[0\]\.reward_item_id: reward item missing does not exist/,
+      ],
+      [
+        { name: 'n13', config: daily(), reward_config_id: 'missing' },
+        400,
+        /body\.reward_config_id: reward config missing does not exist/,
+      ],
       [{ name: 'n14', config: daily({ surprise: 1 }) }, 400, /surprise/],
-      [{ name: 'n15', config: daily({ expression: { condition: { field: 'attrs.__proto__', operator: 'eq', value: 1 } } }) }, 400, /body\.config\.expression/],
+      [
+        {
+          name: 'n15',
+          config: daily({
+            expression: { condition: { field: 'attrs.__proto__', operator: 'eq', value: 1 } },
+          }),
+        },
+        400,
+        /body\.config\.expression/,
+      ],
       [{ name: 'n16', config: daily({ event_types: 'lesson' }) }, 400, /body\.config\.event_types/],
-      [{ name: 'n17', config: daily({ condition: { type: 'count', min: 1, field: 'x' } }) }, 400, /body\.config\.condition\.field/],
+      [
+        { name: 'n17', config: daily({ condition: { type: 'count', min: 1, field: 'x' } }) },
+        400,
+        /body\.config\.condition\.field/,
+      ],
       [{ name: 'n18' }, 400, /config/],
     ];
     for (const [body, status, msg] of bad) {
@@ -201,16 +303,29 @@ describe.each(SHAPES)('streaks [%s]', (shape) => {
     expect((await admin('GET', '/v1/streaks?limit=1000')).body.total).toBe(before);
     // Updates are checked the same way, and an invalid one changes nothing.
     const id = await create('Valid one', daily());
-    const r = await admin('PUT', `/v1/streaks/${id}`, { config: daily({ condition: { type: 'sum', min: 1 } }) });
-    expect([r.status, r.body.error.message]).toEqual([400, expect.stringMatching(/condition\.field is required/)]);
+    const r = await admin('PUT', `/v1/streaks/${id}`, {
+      config: daily({ condition: { type: 'sum', min: 1 } }),
+    });
+    expect([r.status, r.body.error.message]).toEqual([
+      400,
+      expect.stringMatching(/condition\.field is required/),
+    ]);
     expect((await admin('PUT', `/v1/streaks/${id}`, { name: 'Taken name' })).status).toBe(409);
     expect((await admin('PUT', `/v1/streaks/${id}`, {})).status).toBe(400);
     expect((await admin('PUT', `/v1/streaks/${id}/status`, { status: 'gone' })).status).toBe(400);
-    expect((await admin('GET', `/v1/streaks/${id}`)).body.config.condition).toEqual({ type: 'count', min: 1 });
+    expect((await admin('GET', `/v1/streaks/${id}`)).body.config.condition).toEqual({
+      type: 'count',
+      min: 1,
+    });
   });
 
   it('counts daily periods across the autumn DST change in the zone with a 04:00 reset', async () => {
-    const id = await create('Berlin daily', daily({ window: { type: 'calendar', period: 'daily', timezone: 'Europe/Berlin', reset_time: '04:00' } }));
+    const id = await create(
+      'Berlin daily',
+      daily({
+        window: { type: 'calendar', period: 'daily', timezone: 'Europe/Berlin', reset_time: '04:00' },
+      }),
+    );
     clock.set(Date.parse('2026-10-23T00:00:00Z'));
     await send([{ user: 'dst', at: Date.parse('2026-10-23T12:00:00Z') }]); // period 10-23
     await send([{ user: 'dst', at: Date.parse('2026-10-24T12:00:00Z') }]); // period 10-24 (25 h long)
@@ -219,9 +334,19 @@ describe.each(SHAPES)('streaks [%s]', (shape) => {
     expect((await user('dst', id)).current_count).toBe(2);
     await send([{ user: 'dst', at: Date.parse('2026-10-25T03:30:00Z') }]); // 04:30 CET: period 10-25
     const v = await user('dst', id);
-    expect(v).toMatchObject({ current_count: 3, longest_count: 3, qualified_this_period: true, status: 'active' });
+    expect(v).toMatchObject({
+      current_count: 3,
+      longest_count: 3,
+      qualified_this_period: true,
+      status: 'active',
+    });
     expect(v.period_ends_at).toBe('2026-10-26T03:00:00.000Z');
-    expect(v.history.periods.map((p: { period_key: string; period_start: string }) => [p.period_key, p.period_start])).toEqual([
+    expect(
+      v.history.periods.map((p: { period_key: string; period_start: string }) => [
+        p.period_key,
+        p.period_start,
+      ]),
+    ).toEqual([
       ['2026-10-25', '2026-10-25T03:00:00.000Z'],
       ['2026-10-24', '2026-10-24T02:00:00.000Z'],
       ['2026-10-23', '2026-10-23T02:00:00.000Z'],
@@ -234,12 +359,22 @@ describe.each(SHAPES)('streaks [%s]', (shape) => {
     expect(broken).toMatchObject({ current_count: 0, longest_count: 3, status: 'broken' });
     expect(broken.history.periods[0]).toMatchObject({ period_key: '2026-10-26', outcome: 'broken' });
     expect(await hooks('streak.broken', 'dst', id)).toEqual([
-      expect.objectContaining({ streak_id: id, previous_count: 3, longest_count: 3, period_ended_at: '2026-10-27T03:00:00.000Z' }),
+      expect.objectContaining({
+        streak_id: id,
+        previous_count: 3,
+        longest_count: 3,
+        period_ended_at: '2026-10-27T03:00:00.000Z',
+      }),
     ]);
   });
 
   it('counts weekly periods across the spring DST change with a 04:00 Monday reset', async () => {
-    const id = await create('Berlin weekly', daily({ window: { type: 'calendar', period: 'weekly', timezone: 'Europe/Berlin', reset_time: '04:00' } }));
+    const id = await create(
+      'Berlin weekly',
+      daily({
+        window: { type: 'calendar', period: 'weekly', timezone: 'Europe/Berlin', reset_time: '04:00' },
+      }),
+    );
     clock.set(Date.parse('2026-03-20T00:00:00Z'));
     await send([{ user: 'wk', at: Date.parse('2026-03-20T12:00:00Z') }]); // week from Mon 03-16
     await send([{ user: 'wk', at: Date.parse('2026-03-24T12:00:00Z') }]); // week from Mon 03-23
@@ -250,7 +385,11 @@ describe.each(SHAPES)('streaks [%s]', (shape) => {
     const v = await user('wk', id);
     expect(v.current_count).toBe(3);
     expect(v.period_ends_at).toBe('2026-04-06T02:00:00.000Z');
-    expect(v.history.periods.map((p: { period_key: string }) => p.period_key)).toEqual(['2026-W14', '2026-W13', '2026-W12']);
+    expect(v.history.periods.map((p: { period_key: string }) => p.period_key)).toEqual([
+      '2026-W14',
+      '2026-W13',
+      '2026-W12',
+    ]);
   });
 
   it('rolling windows start at the first event; late events change nothing', async () => {
@@ -270,7 +409,13 @@ describe.each(SHAPES)('streaks [%s]', (shape) => {
   });
 
   it('sum conditions add a field; expressions and event types filter; * matches every type', async () => {
-    const sum = await create('Minutes', daily({ condition: { type: 'sum', min: 30, field: 'minutes' }, expression: { condition: { field: 'attrs.mode', operator: 'ne', value: 'practice' } } }));
+    const sum = await create(
+      'Minutes',
+      daily({
+        condition: { type: 'sum', min: 30, field: 'minutes' },
+        expression: { condition: { field: 'attrs.mode', operator: 'ne', value: 'practice' } },
+      }),
+    );
     const any = await create('Anything', daily({ event_types: ['*'] }));
     const t = T0 + 10 * DAY;
     await send([
@@ -286,13 +431,20 @@ describe.each(SHAPES)('streaks [%s]', (shape) => {
     expect((await user('sm', any)).current_count).toBe(1);
     await send([{ user: 'sm', at: t + 5000, attrs: { minutes: 5, mode: 'lesson' } }]);
     v = await user('sm', sum);
-    expect([v.current_count, v.qualified_this_period, v.period_progress]).toEqual([1, true, { value: 30, min: 30 }]);
+    expect([v.current_count, v.qualified_this_period, v.period_progress]).toEqual([
+      1,
+      true,
+      { value: 30, min: 30 },
+    ]);
   });
 
   it('pause freezes every streak (nothing advances, nothing breaks) until resumed', async () => {
     const id = await create('Pausable', daily());
     const t = Date.parse('2026-09-01T12:00:00Z');
-    await send([{ user: 'pz', at: t }, { user: 'pz', at: t + DAY }]);
+    await send([
+      { user: 'pz', at: t },
+      { user: 'pz', at: t + DAY },
+    ]);
     expect((await user('pz', id)).current_count).toBe(2);
     await admin('PUT', `/v1/streaks/${id}/status`, { status: 'paused' });
     await moveTo(t + 5 * DAY);
@@ -302,7 +454,11 @@ describe.each(SHAPES)('streaks [%s]', (shape) => {
     expect((await user('pz', id)).current_count).toBe(2);
     await admin('PUT', `/v1/streaks/${id}/status`, { status: 'active' });
     await moveTo(t + 5 * DAY + HOUR);
-    expect(await user('pz', id)).toMatchObject({ current_count: 2, status: 'active', qualified_this_period: false });
+    expect(await user('pz', id)).toMatchObject({
+      current_count: 2,
+      status: 'active',
+      qualified_this_period: false,
+    });
     await send([{ user: 'pz', at: t + 5 * DAY + 2 * HOUR }]);
     expect((await user('pz', id)).current_count).toBe(3);
     expect(await hooks('streak.broken', 'pz', id)).toEqual([]);
@@ -311,8 +467,13 @@ describe.each(SHAPES)('streaks [%s]', (shape) => {
   it('a config change applies to future events; counts are kept', async () => {
     const id = await create('Changing', daily());
     const t = Date.parse('2026-09-10T12:00:00Z');
-    await send([{ user: 'cc', at: t }, { user: 'cc', at: t + DAY }]);
-    const put = await admin('PUT', `/v1/streaks/${id}`, { config: daily({ condition: { type: 'count', min: 2 } }) });
+    await send([
+      { user: 'cc', at: t },
+      { user: 'cc', at: t + DAY },
+    ]);
+    const put = await admin('PUT', `/v1/streaks/${id}`, {
+      config: daily({ condition: { type: 'count', min: 2 } }),
+    });
     expect(put.status).toBe(200);
     expect((await user('cc', id)).current_count).toBe(2);
     await send([{ user: 'cc', at: t + 2 * DAY }]);
@@ -322,8 +483,20 @@ describe.each(SHAPES)('streaks [%s]', (shape) => {
   });
 
   it('milestones pay through the granting service: once ever, or again in a later run when repeatable', async () => {
-    const coins5 = (await admin('POST', '/v1/reward-items', { name: '5 coins', reward_type: 'currency', payload: { currency_id: 'coins', amount: 5 } })).body.item_id;
-    const coins7 = (await admin('POST', '/v1/reward-items', { name: '7 coins', reward_type: 'currency', payload: { currency_id: 'coins', amount: 7 } })).body.item_id;
+    const coins5 = (
+      await admin('POST', '/v1/reward-items', {
+        name: '5 coins',
+        reward_type: 'currency',
+        payload: { currency_id: 'coins', amount: 5 },
+      })
+    ).body.item_id;
+    const coins7 = (
+      await admin('POST', '/v1/reward-items', {
+        name: '7 coins',
+        reward_type: 'currency',
+        payload: { currency_id: 'coins', amount: 7 },
+      })
+    ).body.item_id;
     const cfg = await admin('POST', '/v1/rewards-catalog', {
       name: 'streak tiers',
       tiers: [{ condition: { type: 'milestone', metric: 'streak_days', value: 2 }, item_ids: [coins7] }],
@@ -331,11 +504,17 @@ describe.each(SHAPES)('streaks [%s]', (shape) => {
     expect(cfg.status).toBe(201);
     const id = await create(
       'Milestones',
-      daily({ milestones: [{ threshold: 2, reward_item_id: coins5, repeatable: false }, { threshold: 3, reward_item_id: coins5, repeatable: true }] }),
+      daily({
+        milestones: [
+          { threshold: 2, reward_item_id: coins5, repeatable: false },
+          { threshold: 3, reward_item_id: coins5, repeatable: true },
+        ],
+      }),
       { reward_config_id: cfg.body.reward_config_id },
     );
     const t = Date.parse('2026-09-20T12:00:00Z');
-    const balance = async () => (await query('/v1/wallet/balances/coins?user_id=ms')).body.available as number;
+    const balance = async () =>
+      (await query('/v1/wallet/balances/coins?user_id=ms')).body.available as number;
     await send([0, 1, 2].map((d) => ({ user: 'ms', at: t + d * DAY })));
     expect(await balance()).toBe(5 + 7 + 5);
     await moveTo(t + 4 * DAY); // broken
@@ -343,14 +522,27 @@ describe.each(SHAPES)('streaks [%s]', (shape) => {
     await send([4, 5, 6].map((d) => ({ user: 'ms', at: t + d * DAY })));
     expect(await balance()).toBe(5 + 7 + 5 + 5); // only the repeatable one again
     const reached = await hooks('streak.milestone_reached', 'ms', id);
-    expect(reached.map((h) => [h.streak_days, h.threshold, (h.items as Array<{ item_id: string }>).map((i) => i.item_id).sort()])).toEqual([
+    expect(
+      reached.map((h) => [
+        h.streak_days,
+        h.threshold,
+        (h.items as Array<{ item_id: string }>).map((i) => i.item_id).sort(),
+      ]),
+    ).toEqual([
       [2, 2, [coins5, coins7].sort()],
       [3, 3, [coins5]],
       [3, 3, [coins5]],
     ]);
-    expect(reached[0]).toMatchObject({ event_type: 'streak.milestone_reached', tenant_id: tenant.id, streak_id: id, user_id: 'ms' });
+    expect(reached[0]).toMatchObject({
+      event_type: 'streak.milestone_reached',
+      tenant_id: tenant.id,
+      streak_id: id,
+      user_id: 'ms',
+    });
     const v = await user('ms', id);
-    expect(v.milestones.map((m: { threshold: number; repeatable: boolean }) => [m.threshold, m.repeatable])).toEqual([
+    expect(
+      v.milestones.map((m: { threshold: number; repeatable: boolean }) => [m.threshold, m.repeatable]),
+    ).toEqual([
       [2, false],
       [3, true],
       [3, true],
@@ -360,20 +552,45 @@ describe.each(SHAPES)('streaks [%s]', (shape) => {
   it('a freeze is used instead of a break; freezes come from the admin route and from streak_freeze rewards', async () => {
     const id = await create('Freezable', daily({ max_freezes: 2 }));
     const freezeItem = (
-      await admin('POST', '/v1/reward-items', { name: 'A freeze', reward_type: 'streak_freeze', payload: { streak_id: id, count: 1 } })
+      await admin('POST', '/v1/reward-items', {
+        name: 'A freeze',
+        reward_type: 'streak_freeze',
+        payload: { streak_id: id, count: 1 },
+      })
     ).body.item_id;
-    expect((await admin('POST', '/v1/reward-items', { name: 'bad', reward_type: 'streak_freeze', payload: {} })).status).toBe(400);
+    expect(
+      (await admin('POST', '/v1/reward-items', { name: 'bad', reward_type: 'streak_freeze', payload: {} }))
+        .status,
+    ).toBe(400);
     await admin('PUT', `/v1/streaks/${id}`, {
-      config: daily({ max_freezes: 2, milestones: [{ threshold: 2, reward_item_id: freezeItem, repeatable: false }] }),
+      config: daily({
+        max_freezes: 2,
+        milestones: [{ threshold: 2, reward_item_id: freezeItem, repeatable: false }],
+      }),
     });
-    const g = await admin('POST', `/v1/streaks/${id}/freezes`, { user_id: 'fz', count: 1, idempotency_key: `f-${shape}` });
+    const g = await admin('POST', `/v1/streaks/${id}/freezes`, {
+      user_id: 'fz',
+      count: 1,
+      idempotency_key: `f-${shape}`,
+    });
     expect(g.body).toMatchObject({ granted: 1, freezes_available: 1, was_cached: false });
-    const again = await admin('POST', `/v1/streaks/${id}/freezes`, { user_id: 'fz', count: 1, idempotency_key: `f-${shape}` });
+    const again = await admin('POST', `/v1/streaks/${id}/freezes`, {
+      user_id: 'fz',
+      count: 1,
+      idempotency_key: `f-${shape}`,
+    });
     expect(again.body).toMatchObject({ granted: 1, freezes_available: 1, was_cached: true });
-    const reuse = await admin('POST', `/v1/streaks/${id}/freezes`, { user_id: 'other', count: 1, idempotency_key: `f-${shape}` });
+    const reuse = await admin('POST', `/v1/streaks/${id}/freezes`, {
+      user_id: 'other',
+      count: 1,
+      idempotency_key: `f-${shape}`,
+    });
     expect(reuse.status).toBe(409);
     const t = Date.parse('2026-08-05T12:00:00Z');
-    await send([{ user: 'fz', at: t }, { user: 'fz', at: t + DAY }]); // milestone 2 grants a freeze
+    await send([
+      { user: 'fz', at: t },
+      { user: 'fz', at: t + DAY },
+    ]); // milestone 2 grants a freeze
     expect((await user('fz', id)).freezes_available).toBe(2);
     const capped = await call('POST', `${app.url.admin}/v1/tenants/${tenant.id}/streaks/${id}/freezes`, {
       headers: { 'x-api-key': key },
@@ -386,10 +603,19 @@ describe.each(SHAPES)('streaks [%s]', (shape) => {
     await moveTo(t + 5 * DAY); // day 5 missed: broken
     const v = await user('fz', id);
     expect(v).toMatchObject({ current_count: 0, longest_count: 2, freezes_available: 0, status: 'broken' });
-    expect(v.history.periods.map((p: { outcome: string }) => p.outcome)).toEqual(['broken', 'frozen', 'frozen', 'qualified', 'qualified']);
+    expect(v.history.periods.map((p: { outcome: string }) => p.outcome)).toEqual([
+      'broken',
+      'frozen',
+      'frozen',
+      'qualified',
+      'qualified',
+    ]);
     expect((await hooks('streak.freeze_used', 'fz', id)).map((h) => h.freezes_left)).toEqual([1, 0]);
     expect(await hooks('streak.broken', 'fz', id)).toHaveLength(1);
-    expect((await admin('POST', `/v1/streaks/nope/freezes`, { user_id: 'fz', count: 1, idempotency_key: 'x' })).status).toBe(404);
+    expect(
+      (await admin('POST', `/v1/streaks/nope/freezes`, { user_id: 'fz', count: 1, idempotency_key: 'x' }))
+        .status,
+    ).toBe(404);
   });
 
   it('fires at-risk and break webhooks once, with a second sweep racing the scheduler', async () => {
@@ -399,15 +625,26 @@ describe.each(SHAPES)('streaks [%s]', (shape) => {
     await moveTo(day0 + DAY + 21 * HOUR);
     expect((await user('rk', id)).status).toBe('active');
     clock.set(day0 + DAY + 22 * HOUR);
-    await Promise.all([sweepDue(sql(), app.ctx.services, clock.now()), sweepDue(sql(), app.ctx.services, clock.now())]);
+    await Promise.all([
+      sweepDue(sql(), app.ctx.services, clock.now()),
+      sweepDue(sql(), app.ctx.services, clock.now()),
+    ]);
     await moveTo(day0 + DAY + 22 * HOUR);
     expect((await user('rk', id)).status).toBe('at_risk');
     clock.set(day0 + 2 * DAY + HOUR);
-    await Promise.all([sweepDue(sql(), app.ctx.services, clock.now()), sweepDue(sql(), app.ctx.services, clock.now())]);
+    await Promise.all([
+      sweepDue(sql(), app.ctx.services, clock.now()),
+      sweepDue(sql(), app.ctx.services, clock.now()),
+    ]);
     await moveTo(day0 + 2 * DAY + HOUR);
     const risk = await hooks('streak.at_risk', 'rk', id);
     expect(risk).toEqual([
-      expect.objectContaining({ streak_id: id, current_count: 1, period_ends_at: new Date(day0 + 2 * DAY).toISOString(), period_progress: { value: 0, min: 1 } }),
+      expect.objectContaining({
+        streak_id: id,
+        current_count: 1,
+        period_ends_at: new Date(day0 + 2 * DAY).toISOString(),
+        period_progress: { value: 0, min: 1 },
+      }),
     ]);
     expect(await hooks('streak.broken', 'rk', id)).toHaveLength(1);
   });
@@ -430,6 +667,10 @@ describe.each(SHAPES)('streaks [%s]', (shape) => {
     expect((await query('/v1/streaks/user/me/nope')).status).toBe(404);
     expect((await query(`/v1/streaks/user/me/${id}?limit=0`)).status).toBe(400);
     const fresh = await query(`/v1/streaks/user/nobody/${id}`);
-    expect(fresh.body).toMatchObject({ status: 'not_started', current_count: 0, history: { total: 0, periods: [] } });
+    expect(fresh.body).toMatchObject({
+      status: 'not_started',
+      current_count: 0,
+      history: { total: 0, periods: [] },
+    });
   });
 });
