@@ -26,6 +26,13 @@ describe('feature reactions', () => {
     expect(facts.subscribersOf('level.reached')).toEqual(['levels']);
     expect(facts.subscribersOf('leaderboard.rank_finalized')).toEqual(['leaderboard-payouts']);
     expect(facts.subscribersOf('leaderboard.window_completed')).toEqual(['outbox']);
+    for (const f of [
+      'streak.milestone_reached',
+      'streak.broken',
+      'streak.freeze_used',
+      'streak.at_risk',
+    ] as const)
+      expect(facts.subscribersOf(f)).toEqual(['outbox']);
   });
 
   describe('[PGlite]', () => {
