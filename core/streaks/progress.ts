@@ -221,6 +221,14 @@ export async function recordMoves(
   const broken: Fact<'streak.broken'>[] = [];
   const frozen: Fact<'streak.freeze_used'>[] = [];
   const atRisk: Fact<'streak.at_risk'>[] = [];
+  const pending: Array<{
+    def: StreakDefinition;
+    user_id: string;
+    threshold: number;
+    count: number;
+    run: number;
+    ms: { threshold: number; reward_item_id: string | null; repeatable: boolean };
+  }> = [];
   for (const { def, user_id, moves } of batch) {
     const base = { tenant_id: def.tenant_id, user_id, streak_id: def.id };
     for (const m of moves) {
@@ -297,56 +305,92 @@ export async function recordMoves(
           break;
         case 'milestone': {
           const ms = (def.config.milestones ?? []).find((x) => x.threshold === m.threshold);
-          if (!ms) break;
-          const run = ms.repeatable ? m.run : 0;
-          const ins = await q.query(
-            `INSERT INTO streak_milestones (tenant_id, streak_id, user_id, threshold, run, reached_at)
-             VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING`,
-            [def.tenant_id, def.id, user_id, m.threshold, run, now],
-          );
-          if (ins.rowCount === 0) break; // a once-ever milestone reached before
-          const key = `streak:${def.id}:${user_id}:${m.threshold}:${ms.repeatable ? `run${m.run}` : 'once'}`;
-          const items: Granted[] = [];
-          const source = { source_type: 'streak_milestone', source_ref: `${def.id}:${m.threshold}` };
-          if (ms.reward_item_id) {
-            const found = await getItems(q, def.tenant_id, [ms.reward_item_id]);
-            const item = found.get(ms.reward_item_id);
-            if (item)
-              items.push(
-                ...(await deps.granter.grant(q, {
-                  tenant_id: def.tenant_id,
-                  user_id,
-                  items: [item],
-                  ...source,
-                  grant_key: key,
-                  now,
-                })),
-              );
-          }
-          if (def.reward_config_id) {
-            const r = await grantFromConfig(
-              q,
-              deps.granter,
-              def.tenant_id,
-              def.reward_config_id,
-              [{ user_id, ...source, grant_key: `${key}:config`, now }],
-              (c) => itemsForMetric(c, MILESTONE_METRIC, m.threshold),
-            );
-            for (const g of r.granted) items.push(...g.granted);
-          }
-          reached.push({
-            ...base,
-            threshold: m.threshold,
-            streak_days: m.count,
-            reward_item_id: ms.reward_item_id,
-            reward_config_id: def.reward_config_id,
-            run,
-            items: items.filter((g) => g.status !== 'failed').map(brief),
-            now,
-          });
+          if (ms)
+            pending.push({
+              def,
+              user_id,
+              threshold: m.threshold,
+              count: m.count,
+              run: ms.repeatable ? m.run : 0,
+              ms,
+            });
           break;
         }
       }
+    }
+  }
+  // Milestones: recorded in one statement (a once-ever milestone reached before inserts nothing),
+  // then granted in order, each with a key naming its source.
+  if (pending.length) {
+    const ins = await q.query<{
+      tenant_id: string;
+      streak_id: string;
+      user_id: string;
+      threshold: number;
+      run: number;
+    }>(
+      `INSERT INTO streak_milestones (tenant_id, streak_id, user_id, threshold, run, reached_at)
+       SELECT *, $6::bigint FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::int[])
+       ON CONFLICT DO NOTHING RETURNING tenant_id, streak_id, user_id, threshold, run`,
+      [
+        pending.map((x) => x.def.tenant_id),
+        pending.map((x) => x.def.id),
+        pending.map((x) => x.user_id),
+        pending.map((x) => x.threshold),
+        pending.map((x) => x.run),
+        now,
+      ],
+    );
+    const id = (t: string, s: string, u: string, th: number, r: number) =>
+      `${t}\u0000${s}\u0000${u}\u0000${th}\u0000${r}`;
+    const fresh = new Set(
+      ins.rows.map((r) => id(r.tenant_id, r.streak_id, r.user_id, Number(r.threshold), Number(r.run))),
+    );
+    for (const x of pending) {
+      const k = id(x.def.tenant_id, x.def.id, x.user_id, x.threshold, x.run);
+      if (!fresh.delete(k)) continue; // reached before (once ever), or twice in this batch
+      const { def, user_id, ms } = x;
+      const key = `streak:${def.id}:${user_id}:${x.threshold}:${ms.repeatable ? `run${x.run}` : 'once'}`;
+      const items: Granted[] = [];
+      const source = { source_type: 'streak_milestone', source_ref: `${def.id}:${x.threshold}` };
+      if (ms.reward_item_id) {
+        const found = await getItems(q, def.tenant_id, [ms.reward_item_id]);
+        const item = found.get(ms.reward_item_id);
+        if (item)
+          items.push(
+            ...(await deps.granter.grant(q, {
+              tenant_id: def.tenant_id,
+              user_id,
+              items: [item],
+              ...source,
+              grant_key: key,
+              now,
+            })),
+          );
+      }
+      if (def.reward_config_id) {
+        const r = await grantFromConfig(
+          q,
+          deps.granter,
+          def.tenant_id,
+          def.reward_config_id,
+          [{ user_id, ...source, grant_key: `${key}:config`, now }],
+          (c) => itemsForMetric(c, MILESTONE_METRIC, x.threshold),
+        );
+        for (const g of r.granted) items.push(...g.granted);
+      }
+      reached.push({
+        tenant_id: def.tenant_id,
+        user_id,
+        streak_id: def.id,
+        threshold: x.threshold,
+        streak_days: x.count,
+        reward_item_id: ms.reward_item_id,
+        reward_config_id: def.reward_config_id,
+        run: x.run,
+        items: items.filter((g) => g.status !== 'failed').map(brief),
+        now,
+      });
     }
   }
   if (history.length) {
