@@ -117,7 +117,11 @@ export interface WindowCompleted {
   now: number;
 }
 
-/** A user's streak reached a milestone threshold (once per run of the streak, or once ever when not repeatable). */
+/**
+ * A user's streak reached a milestone threshold (once per run of the streak, or once ever when not
+ * repeatable). The optional fields are always set by streaks (optional so that tests of subscribers
+ * need not build them).
+ */
 export interface StreakMilestoneReached {
   tenant_id: string;
   user_id: string;
@@ -131,9 +135,9 @@ export interface StreakMilestoneReached {
   /** The definition's reward config (tiers with `milestone` conditions), or null. */
   reward_config_id: string | null;
   /** The run of the streak for a repeatable milestone (a break starts the next run); 0 for a once-ever one. */
-  run: number;
+  run?: number;
   /** What the milestone granted (its reward item and the config's milestone tiers), for the webhook. */
-  items: Array<{ item_id: string; name: string; reward_type: string; payload: Record<string, unknown> }>;
+  items?: Array<{ item_id: string; name: string; reward_type: string; payload: Record<string, unknown> }>;
   now: number;
 }
 
@@ -146,10 +150,10 @@ export interface StreakBroken {
   previous_count: number;
   longest_count: number;
   /** The run that ended (0 for the first run of the user's streak). */
-  run: number;
+  run?: number;
   /** The period that ended unqualified (Unix ms). */
-  period_start: number;
-  period_end: number;
+  period_start?: number;
+  period_end?: number;
   now: number;
 }
 
@@ -162,8 +166,8 @@ export interface StreakFreezeUsed {
   current_count: number;
   freezes_left: number;
   /** The period the freeze kept (Unix ms). */
-  period_start: number;
-  period_end: number;
+  period_start?: number;
+  period_end?: number;
   now: number;
 }
 

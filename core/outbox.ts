@@ -146,7 +146,7 @@ export const outboxReactions: Reactions = {
         facts.map((f) => ({
           tenant_id: f.tenant_id,
           event_type: 'streak.milestone_reached',
-          dedupe_key: `streak.milestone_reached:${f.streak_id}:${f.user_id}:${f.threshold}:${f.run}`,
+          dedupe_key: `streak.milestone_reached:${f.streak_id}:${f.user_id}:${f.threshold}:${f.run ?? 0}`,
           created_at: f.now,
           payload: {
             event_type: 'streak.milestone_reached',
@@ -156,7 +156,7 @@ export const outboxReactions: Reactions = {
             user_id: f.user_id,
             streak_days: f.streak_days,
             threshold: f.threshold,
-            items: f.items,
+            items: f.items ?? [],
           },
         })),
       );
@@ -188,7 +188,7 @@ export const outboxReactions: Reactions = {
         facts.map((f) => ({
           tenant_id: f.tenant_id,
           event_type: 'streak.broken',
-          dedupe_key: `streak.broken:${f.streak_id}:${f.user_id}:${f.run}`,
+          dedupe_key: `streak.broken:${f.streak_id}:${f.user_id}:${f.run ?? f.now}`,
           created_at: f.now,
           payload: {
             event_type: 'streak.broken',
@@ -198,7 +198,7 @@ export const outboxReactions: Reactions = {
             user_id: f.user_id,
             previous_count: f.previous_count,
             longest_count: f.longest_count,
-            period_ended_at: iso(f.period_end),
+            period_ended_at: iso(f.period_end ?? f.now),
           },
         })),
       );
@@ -209,7 +209,7 @@ export const outboxReactions: Reactions = {
         facts.map((f) => ({
           tenant_id: f.tenant_id,
           event_type: 'streak.freeze_used',
-          dedupe_key: `streak.freeze_used:${f.streak_id}:${f.user_id}:${f.period_start}`,
+          dedupe_key: `streak.freeze_used:${f.streak_id}:${f.user_id}:${f.period_start ?? f.now}`,
           created_at: f.now,
           payload: {
             event_type: 'streak.freeze_used',
@@ -219,7 +219,7 @@ export const outboxReactions: Reactions = {
             user_id: f.user_id,
             current_count: f.current_count,
             freezes_left: f.freezes_left,
-            period_ended_at: iso(f.period_end),
+            period_ended_at: iso(f.period_end ?? f.now),
           },
         })),
       );
