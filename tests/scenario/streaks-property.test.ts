@@ -21,7 +21,9 @@ const USERS = ['ann', 'bob'];
 type GenOp =
   | { kind: 'event'; user: number; back: number; dup: number | null }
   | { kind: 'clock'; hours: number }
-  | { kind: 'freeze'; user: number; count: number; repeat: boolean };
+  | { kind: 'freeze'; user: number; count: number; repeat: boolean }
+  | { kind: 'pause' }
+  | { kind: 'min'; value: number };
 
 const opArb: fc.Arbitrary<GenOp> = fc.oneof(
   {
@@ -49,6 +51,11 @@ const opArb: fc.Arbitrary<GenOp> = fc.oneof(
       count: fc.integer({ min: 1, max: 2 }),
       repeat: fc.boolean(),
     }),
+  },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('pause' as const) }) },
+  {
+    weight: 1,
+    arbitrary: fc.record({ kind: fc.constant('min' as const), value: fc.integer({ min: 1, max: 2 }) }),
   },
 );
 
@@ -112,25 +119,24 @@ describe.each(SHAPES)('streaks against the reference model [%s]', (shape) => {
             atRiskMs: 6 * HOUR,
             maxFreezes: 2,
           };
-          const created = await admin('POST', '/v1/streaks', {
-            name: `prop ${run}`,
-            config: {
-              event_types: ['play'],
-              window: rolling
-                ? { type: 'rolling', duration_seconds: 20 * 3600 }
-                : { type: 'calendar', period: 'daily', timezone: 'Etc/GMT-3', reset_time: '05:30' },
-              condition: { type: 'count', min },
-              milestones: cfg.milestones.map((m) => ({ ...m, reward_item_id: item })),
-              at_risk_seconds: 6 * 3600,
-              max_freezes: 2,
-            },
+          const configOf = (m: number) => ({
+            event_types: ['play'],
+            window: rolling
+              ? { type: 'rolling', duration_seconds: 20 * 3600 }
+              : { type: 'calendar', period: 'daily', timezone: 'Etc/GMT-3', reset_time: '05:30' },
+            condition: { type: 'count', min: m },
+            milestones: cfg.milestones.map((m) => ({ ...m, reward_item_id: item })),
+            at_risk_seconds: 6 * 3600,
+            max_freezes: 2,
           });
+          const created = await admin('POST', '/v1/streaks', { name: `prop ${run}`, config: configOf(min) });
           expect(created.status).toBe(201);
           const id = created.body.id as string;
 
           const ops: RefOp[] = [];
           const sent: Array<Extract<RefOp, { kind: 'event' }>> = [];
           let n = 0;
+          let paused = false;
           let pending: Array<Extract<RefOp, { kind: 'event' }>> = [];
           const flush = async () => {
             if (pending.length === 0) return;
@@ -176,6 +182,23 @@ describe.each(SHAPES)('streaks against the reference model [%s]', (shape) => {
               sent.push(e);
               ops.push(e);
               pending.push(e);
+            } else if (g.kind === 'pause') {
+              await flush();
+              paused = !paused;
+              const r = await call('PUT', `${app.url.admin}/v1/streaks/${id}/status?tenant_id=${tenant.id}`, {
+                headers: { 'x-api-key': key },
+                body: { status: paused ? 'paused' : 'active' },
+              });
+              expect(r.status).toBe(200);
+              ops.push(paused ? { kind: 'pause', at: clock.now() } : { kind: 'resume', at: clock.now() });
+            } else if (g.kind === 'min') {
+              await flush();
+              const r = await call('PUT', `${app.url.admin}/v1/streaks/${id}?tenant_id=${tenant.id}`, {
+                headers: { 'x-api-key': key },
+                body: { config: configOf(g.value) },
+              });
+              expect(r.status).toBe(200);
+              ops.push({ kind: 'min', value: g.value });
             } else if (g.kind === 'clock') {
               await flush();
               clock.advance(g.hours * HOUR);

@@ -19,7 +19,12 @@ export interface RefConfig {
 export type RefOp =
   | { kind: 'event'; user: string; id: string; at: number; amount: number }
   | { kind: 'clock'; to: number }
-  | { kind: 'freeze'; user: string; key: string; count: number };
+  | { kind: 'freeze'; user: string; key: string; count: number }
+  /** The definition paused or resumed at `at`. */
+  | { kind: 'pause'; at: number }
+  | { kind: 'resume'; at: number }
+  /** The config's condition.min changed (future events). */
+  | { kind: 'min'; value: number };
 
 export interface RefUser {
   count: number;
@@ -98,10 +103,25 @@ export function referenceStreaks(cfg: RefConfig, ops: readonly RefOp[]): Map<str
     if (!u) users.set(id, (u = fresh()));
     return u;
   };
+  let min = cfg.min;
+  let paused = false;
   for (const op of ops) {
-    if (op.kind === 'event') {
+    if (op.kind === 'pause') paused = true;
+    else if (op.kind === 'resume') {
+      // The pause is forgiven: a period that ended while paused is replaced by the one at resume.
+      paused = false;
+      for (const u of users.values()) {
+        if (!u.tracked || u.tracked.end > op.at) continue;
+        u.tracked = u.count > 0 ? periodOf(cfg, null, op.at) : null;
+        u.value = 0;
+        u.qualified = false;
+        u.notified = null;
+      }
+    } else if (op.kind === 'min') min = op.value;
+    else if (op.kind === 'event') {
       if (seen.has(op.id)) continue; // a retry of the same event_id
       seen.add(op.id);
+      if (paused) continue; // not counted, and a retry later is still a duplicate
       const u = get(op.user);
       if (u.tracked && op.at < u.tracked.start) continue; // late
       settle(cfg, u, op.at);
@@ -111,7 +131,7 @@ export function referenceStreaks(cfg: RefConfig, ops: readonly RefOp[]): Map<str
         u.qualified = false;
       }
       u.value += op.amount;
-      if (!u.qualified && u.value >= cfg.min) {
+      if (!u.qualified && u.value >= min) {
         u.qualified = true;
         u.count += 1;
         u.longest = Math.max(u.longest, u.count);
@@ -123,6 +143,7 @@ export function referenceStreaks(cfg: RefConfig, ops: readonly RefOp[]): Map<str
         }
       }
     } else if (op.kind === 'clock') {
+      if (paused) continue; // nothing advances, nothing breaks
       // Only running streaks have deadlines; a user without one is left as the last event left it.
       for (const u of users.values()) {
         if (u.count === 0) continue;
