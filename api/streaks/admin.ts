@@ -20,7 +20,7 @@ import {
   type StreakDefinition,
   type StreakStatus,
 } from '../../core/streaks/definitions';
-import { periodAt, type StreakConfig } from '../../core/streaks/engine';
+import type { StreakConfig } from '../../core/streaks/engine';
 import { grantFreezes } from '../../core/streaks/freezes';
 import { scope } from '../../http/auth/scopes';
 import { answerRefusals } from '../../http/domain-errors';
@@ -110,11 +110,8 @@ export function streakAdminRoutes(deps: StreakAdminDeps): RouteSpec[] {
     return d;
   };
 
-  /** The period a resumed definition's users must qualify: the one containing now. */
-  const resumed = (def: StreakDefinition) => periodAt(def.config, null, clock.now());
-
   const move = (tenantId: string, id: string, to: StreakStatus) =>
-    sql.tx((q) => setStatus(q, tenantId, id, to, clock.now(), resumed)).then(presentDefinition);
+    sql.tx((q) => setStatus(q, tenantId, id, to, clock.now())).then(presentDefinition);
 
   return [
     ...bothForms(

@@ -17,7 +17,7 @@ import {
   type EventView,
 } from '../rules/rules';
 import { validateTimeframe } from '../windows';
-import type { StreakConfig } from './engine';
+import { resumePlan, type StreakConfig } from './engine';
 
 export type StreakStatus = 'active' | 'paused' | 'archived';
 
@@ -253,10 +253,12 @@ export function statusMove(from: StreakStatus, to: StreakStatus): 'same' | 'ok' 
 
 /**
  * Moves the status (in the caller's transaction, the definition locked). Pausing and archiving
- * take every user's deadline out of the sweep. Resuming (paused -> active) forgives the pause:
- * every user period that ended while paused is replaced by `resumed` (the period that contains
- * now), not yet qualified, so no streak breaks for the time it was paused; then every running
- * streak is due at once, so the sweep recomputes its deadline under the definition as it is.
+ * take every user's deadline out of the sweep. Resuming (paused -> active) forgives the pause
+ * (`resumePlan` in ./engine.ts): a user whose tracked period ended while paused continues in the
+ * period that contains now, not yet qualified, unless the period was qualified and the one after it
+ * still runs (that one is next, as without the pause); so no streak breaks for the time it was
+ * paused. Then every running streak is due at once, so the sweep recomputes its deadline under the
+ * definition as it is.
  */
 export async function setStatus(
   q: Queryable,
@@ -264,7 +266,6 @@ export async function setStatus(
   id: string,
   to: StreakStatus,
   now: number,
-  resumed: (def: StreakDefinition) => { key: string; start: number; end: number },
 ): Promise<StreakDefinition> {
   const cur = await getDefinition(q, tenantId, id, true);
   if (!cur) throw new StreakError('not_found', `Streak definition ${id} not found`);
@@ -277,15 +278,16 @@ export async function setStatus(
       [tenantId, id],
     );
   } else {
-    const p = resumed(cur);
+    const { period: p, keepQualifiedEndingAfter } = resumePlan(cur.config, now);
     await q.query(
       `UPDATE streak_progress SET
          period_key = CASE WHEN current_count > 0 THEN $4 END,
          period_start = CASE WHEN current_count > 0 THEN $5::bigint END,
          period_end = CASE WHEN current_count > 0 THEN $6::bigint END,
          period_value = 0, qualified = false, frozen = false, at_risk_start = NULL, updated_at = $3
-       WHERE tenant_id = $1 AND streak_id = $2 AND period_end <= $3`,
-      [tenantId, id, now, p.key, p.start, p.end],
+       WHERE tenant_id = $1 AND streak_id = $2 AND period_end <= $3
+         AND NOT (qualified AND period_end > $7::bigint)`,
+      [tenantId, id, now, p.key, p.start, p.end, keepQualifiedEndingAfter],
     );
     await q.query(
       'UPDATE streak_progress SET due_at = $3 WHERE tenant_id = $1 AND streak_id = $2 AND current_count > 0',

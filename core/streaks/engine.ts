@@ -135,6 +135,24 @@ export function nextPeriod(cfg: StreakConfig, p: Period): Period {
   return periodAt(cfg, p.end, p.end);
 }
 
+/**
+ * What resuming a paused definition at `now` does to a user's tracked period that ended while
+ * paused: it becomes `period` (the one containing now, not yet qualified), unless it was qualified
+ * and ends after `keepQualifiedEndingAfter` (then the period after it, which contains now, is next,
+ * as if there had been no pause). Constants for every user of the definition: one UPDATE.
+ */
+export function resumePlan(
+  cfg: StreakConfig,
+  now: number,
+): { period: Period; keepQualifiedEndingAfter: number } {
+  const period = periodAt(cfg, null, now);
+  const w = cfg.window;
+  // Calendar: the period after a qualified one contains now only if it is `period` (it starts at
+  // its start). Rolling: the period after one ending at e is [e, e + d), which contains now if e > now - d.
+  const keepQualifiedEndingAfter = w.type === 'calendar' ? period.start - 1 : now - w.duration_seconds * 1000;
+  return { period, keepQualifiedEndingAfter };
+}
+
 /** Safety bound of one settle (a freeze per loop at most; caps keep it far lower). */
 const MAX_STEPS = 100_000;
 

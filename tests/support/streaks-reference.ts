@@ -108,10 +108,12 @@ export function referenceStreaks(cfg: RefConfig, ops: readonly RefOp[]): Map<str
   for (const op of ops) {
     if (op.kind === 'pause') paused = true;
     else if (op.kind === 'resume') {
-      // The pause is forgiven: a period that ended while paused is replaced by the one at resume.
+      // The pause is forgiven: a period that ended while paused is replaced by the one at resume,
+      // unless it was qualified and the period after it still runs (that one comes next, as usual).
       paused = false;
       for (const u of users.values()) {
         if (!u.tracked || u.tracked.end > op.at) continue;
+        if (u.qualified && periodOf(cfg, u.tracked.end, u.tracked.end).end > op.at) continue;
         u.tracked = u.count > 0 ? periodOf(cfg, null, op.at) : null;
         u.value = 0;
         u.qualified = false;
