@@ -117,7 +117,11 @@ export interface WindowCompleted {
   now: number;
 }
 
-/** A user's streak reached a milestone threshold (once per run of the streak, or once ever when not repeatable). */
+/**
+ * A user's streak reached a milestone threshold (once per run of the streak, or once ever when not
+ * repeatable). The optional fields are always set by streaks (optional so that tests of subscribers
+ * need not build them).
+ */
 export interface StreakMilestoneReached {
   tenant_id: string;
   user_id: string;
@@ -130,6 +134,10 @@ export interface StreakMilestoneReached {
   reward_item_id: string | null;
   /** The definition's reward config (tiers with `milestone` conditions), or null. */
   reward_config_id: string | null;
+  /** The run of the streak for a repeatable milestone (a break starts the next run); 0 for a once-ever one. */
+  run?: number;
+  /** What the milestone granted (its reward item and the config's milestone tiers), for the webhook. */
+  items?: Array<{ item_id: string; name: string; reward_type: string; payload: Record<string, unknown> }>;
   now: number;
 }
 
@@ -141,6 +149,11 @@ export interface StreakBroken {
   /** The count the streak had before it broke. */
   previous_count: number;
   longest_count: number;
+  /** The run that ended (0 for the first run of the user's streak). */
+  run?: number;
+  /** The period that ended unqualified (Unix ms). */
+  period_start?: number;
+  period_end?: number;
   now: number;
 }
 
@@ -152,6 +165,23 @@ export interface StreakFreezeUsed {
   /** The count the freeze kept alive. */
   current_count: number;
   freezes_left: number;
+  /** The period the freeze kept (Unix ms). */
+  period_start?: number;
+  period_end?: number;
+  now: number;
+}
+
+/** A running streak's period is not yet qualified and ends within the definition's at_risk_seconds. */
+export interface StreakAtRisk {
+  tenant_id: string;
+  user_id: string;
+  streak_id: string;
+  current_count: number;
+  /** The period to qualify (Unix ms) and the progress toward the condition's min in it. */
+  period_start: number;
+  period_end: number;
+  value: number;
+  min: number;
   now: number;
 }
 
@@ -235,6 +265,8 @@ export interface FactTypes {
   'streak.broken': FactSpec<StreakBroken>;
   /** Emitted by streaks when a freeze is used instead of a break. */
   'streak.freeze_used': FactSpec<StreakFreezeUsed>;
+  /** Emitted by streaks (the deadline sweep) once per period a running streak is at risk in. */
+  'streak.at_risk': FactSpec<StreakAtRisk>;
   /** Emitted by achievements (core/achievements/) when a user completes one. */
   'achievement.completed': FactSpec<AchievementCompleted>;
   /** Emitted by coupons (core/coupons/) for every redemption. */

@@ -165,6 +165,91 @@ export const outboxReactions: Reactions = {
         })),
       );
     },
+    // Streaks (docs/streaks.md): SPEC.md's streak.milestone_reached, and the three of docs/webhooks.md.
+    'streak.milestone_reached': async (q, facts) => {
+      await enqueueMany(
+        q,
+        facts.map((f) => ({
+          tenant_id: f.tenant_id,
+          event_type: 'streak.milestone_reached',
+          dedupe_key: `streak.milestone_reached:${f.streak_id}:${f.user_id}:${f.threshold}:${f.run ?? 0}`,
+          created_at: f.now,
+          payload: {
+            event_type: 'streak.milestone_reached',
+            tenant_id: f.tenant_id,
+            timestamp: iso(f.now),
+            streak_id: f.streak_id,
+            user_id: f.user_id,
+            streak_days: f.streak_days,
+            threshold: f.threshold,
+            items: f.items ?? [],
+          },
+        })),
+      );
+    },
+    'streak.at_risk': async (q, facts) => {
+      await enqueueMany(
+        q,
+        facts.map((f) => ({
+          tenant_id: f.tenant_id,
+          event_type: 'streak.at_risk',
+          dedupe_key: `streak.at_risk:${f.streak_id}:${f.user_id}:${f.period_start}`,
+          created_at: f.now,
+          payload: {
+            event_type: 'streak.at_risk',
+            tenant_id: f.tenant_id,
+            timestamp: iso(f.now),
+            streak_id: f.streak_id,
+            user_id: f.user_id,
+            current_count: f.current_count,
+            period_ends_at: iso(f.period_end),
+            period_progress: { value: f.value, min: f.min },
+          },
+        })),
+      );
+    },
+    'streak.broken': async (q, facts) => {
+      await enqueueMany(
+        q,
+        facts.map((f) => ({
+          tenant_id: f.tenant_id,
+          event_type: 'streak.broken',
+          dedupe_key: `streak.broken:${f.streak_id}:${f.user_id}:${f.run ?? f.now}`,
+          created_at: f.now,
+          payload: {
+            event_type: 'streak.broken',
+            tenant_id: f.tenant_id,
+            timestamp: iso(f.now),
+            streak_id: f.streak_id,
+            user_id: f.user_id,
+            previous_count: f.previous_count,
+            longest_count: f.longest_count,
+            period_ended_at: iso(f.period_end ?? f.now),
+          },
+        })),
+      );
+    },
+    'streak.freeze_used': async (q, facts) => {
+      await enqueueMany(
+        q,
+        facts.map((f) => ({
+          tenant_id: f.tenant_id,
+          event_type: 'streak.freeze_used',
+          dedupe_key: `streak.freeze_used:${f.streak_id}:${f.user_id}:${f.period_start ?? f.now}`,
+          created_at: f.now,
+          payload: {
+            event_type: 'streak.freeze_used',
+            tenant_id: f.tenant_id,
+            timestamp: iso(f.now),
+            streak_id: f.streak_id,
+            user_id: f.user_id,
+            current_count: f.current_count,
+            freezes_left: f.freezes_left,
+            period_ended_at: iso(f.period_end ?? f.now),
+          },
+        })),
+      );
+    },
     'coupon.redeemed': async (q, facts) => {
       await enqueueMany(
         q,

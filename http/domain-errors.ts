@@ -12,6 +12,7 @@
 import { AddressCheckUnavailable, AddressRefused } from '../core/webhooks/address';
 import { CouponError } from '../core/coupons/errors';
 import { WindowNotFound } from '../core/leaderboards/queries';
+import { StreakError } from '../core/streaks/definitions';
 import { TenancyError } from '../core/tenancy/store';
 import { WalletError } from '../core/wallet/wallet';
 import { StoreError } from '../core/store/errors';
@@ -84,6 +85,16 @@ export const MAPPINGS: readonly Mapping<Error>[] = [
   mapping({
     type: TenancyError,
     answer: (err) => (err.kind === 'conflict' ? errors.conflict(err.message) : null),
+  }),
+  // Streaks: a status move out of archived, a reused idempotency key; a missing definition.
+  mapping({
+    type: StreakError,
+    answer: (err) =>
+      err.kind === 'conflict'
+        ? errors.conflict(err.message)
+        : err.kind === 'not_found'
+          ? errors.notFound(err.message)
+          : errors.validation(err.message),
   }),
   // Leaderboard queries: a window key that names no window of the board.
   mapping({ type: WindowNotFound, answer: (err) => errors.notFound(err.message) }),

@@ -11,6 +11,7 @@ import { Scheduler } from '../scheduler/scheduler';
 import { closeWindowsJob, purgeDedupeJob } from '../scheduler/jobs';
 import { expireOrdersJob } from '../scheduler/store';
 import { FulfilmentWorker } from '../dispatcher/fulfilment';
+import { streakDeadlinesJob } from '../scheduler/streaks';
 import { Dispatcher } from '../dispatcher/dispatcher';
 import { webhookRetentionJob } from '../dispatcher/retention';
 import { startProcessor } from '../processors/framework';
@@ -105,6 +106,8 @@ export async function startRoles(ctx: AppContext, roles: Role[] = ctx.config.rol
       const pipeline = pipelineProcessor({
         ...ctx.adapters,
         wallet: ctx.services.wallet,
+        facts: ctx.services.facts,
+        granter: ctx.services.granter,
         clock: ctx.clock,
         log,
         metrics: ctx.metrics,
@@ -124,6 +127,12 @@ export async function startRoles(ctx: AppContext, roles: Role[] = ctx.config.rol
           purgeDedupeJob(closing, config.dedupeWindowMs),
           webhookRetentionJob({ sql: ctx.adapters.sql, log }, config.webhooks.retentionMs),
           expireOrdersJob({ sql: ctx.adapters.sql, store: ctx.services.store, log }),
+          streakDeadlinesJob({
+            sql: ctx.adapters.sql,
+            facts: ctx.services.facts,
+            granter: ctx.services.granter,
+            log,
+          }),
         ],
         config.schedulerIntervalMs,
       );

@@ -19,6 +19,8 @@ import { walletQueryRoutes } from '../api/wallet/query';
 import { webhookAdminRoutes } from '../api/webhooks/admin';
 import { wheelAdminRoutes, wheelQueryRoutes } from '../api/wheels/admin';
 import { couponRoutes } from '../api/coupons/admin';
+import { streakAdminRoutes } from '../api/streaks/admin';
+import { streakQueryRoutes } from '../api/streaks/query';
 
 export function allRoutes(ctx: AppContext): RouteSpec[] {
   const { services, adapters, clock } = ctx;
@@ -66,6 +68,8 @@ export function allRoutes(ctx: AppContext): RouteSpec[] {
     }),
     ...storeAdminRoutes(store),
     ...storeQueryRoutes(store),
+    ...streakAdminRoutes({ sql, clock, random: ctx.random }),
+    ...streakQueryRoutes({ sql, clock }),
     ...webhookAdminRoutes({
       sql,
       clock,

@@ -30,6 +30,13 @@ describe('feature reactions', () => {
     expect(facts.subscribersOf('coupon.redeemed')).toEqual(['outbox']);
     expect(facts.subscribersOf('coupon.generated')).toEqual(['outbox']);
     expect(facts.subscribersOf('leaderboard.window_completed')).toEqual(['outbox']);
+    for (const f of [
+      'streak.milestone_reached',
+      'streak.broken',
+      'streak.freeze_used',
+      'streak.at_risk',
+    ] as const)
+      expect(facts.subscribersOf(f)).toEqual(['outbox']);
   });
 
   describe('[PGlite]', () => {

@@ -18,6 +18,7 @@ import { Granter } from '../core/rewards/grant';
 import { Fulfiller } from '../core/store/fulfilment';
 import { OrderStore } from '../core/store/orders';
 import { StoreService } from '../core/store/store';
+import { streakFreezeHolder } from '../core/streaks/freezes';
 import { tierReactions } from '../core/wallet/tiers';
 import { Wallet } from '../core/wallet/wallet';
 import { WebhookStore } from '../core/webhooks/store';
@@ -106,7 +107,8 @@ export function buildServices(
   const facts = new FactBus();
   const wallet = new Wallet(facts, random);
   const orders = new OrderStore(facts, random);
-  const granter = new Granter(wallet, random, orders);
+  // Reward items of type streak_freeze are held by streaks (the granting service's holder port).
+  const granter = new Granter(wallet, random, orders).holdWith('streak_freeze', streakFreezeHolder);
   const fulfiller = new Fulfiller(granter, orders);
   const store = new StoreService({ sql: adapters.sql, wallet, orders, fulfiller });
   facts.register(...featureReactions(facts, granter, random));

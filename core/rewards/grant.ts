@@ -75,7 +75,28 @@ interface GrantRow {
   created_at: number;
 }
 
+/**
+ * A reward type whose record another store keeps (streak freezes: core/streaks/freezes.ts), as a
+ * narrow port the composition root plugs in (`holdWith`), so the granting service never imports a
+ * feature. `hold` records the item in the grant's transaction, idempotent on the grant key.
+ */
+export interface RewardHolder {
+  hold(
+    q: Queryable,
+    g: {
+      tenant_id: string;
+      user_id: string;
+      item: RewardItem;
+      grant_key: string;
+      source_type: string;
+      now: number;
+    },
+  ): Promise<'credited' | 'failed'>;
+}
+
 export class Granter {
+  private readonly holders = new Map<string, RewardHolder>();
+
   /**
    * `random` draws the grant row ids; `orders` records rewards awaiting fulfilment as orders
    * (without it, as before the store, they stay `pending_fulfilment` grant rows).
@@ -85,6 +106,12 @@ export class Granter {
     private readonly random: Random = systemRandom,
     private readonly orders: HeldOrders | null = null,
   ) {}
+
+  /** Items of `rewardType` are recorded by `holder` (one holder per type). */
+  holdWith(rewardType: string, holder: RewardHolder): this {
+    this.holders.set(rewardType, holder);
+    return this;
+  }
 
   async grant(q: Queryable, g: GrantRequest): Promise<Granted[]> {
     const out: Granted[] = [];
@@ -121,6 +148,15 @@ export class Granter {
           if (!(err instanceof WalletError)) throw err;
           status = 'failed';
         }
+      } else if (this.holders.has(item.reward_type)) {
+        status = await this.holders.get(item.reward_type)!.hold(q, {
+          tenant_id: g.tenant_id,
+          user_id: g.user_id,
+          item,
+          grant_key: key,
+          source_type: g.source_type,
+          now: g.now,
+        });
       } else {
         status = heldAs(item);
         if (status === 'pending_fulfilment' && this.orders) {

@@ -46,6 +46,10 @@ export function validatePayload(type: string, p: Record<string, unknown>): strin
       if (p.quantity !== undefined && !int('quantity'))
         return 'body.payload.quantity must be a positive integer';
       return null;
+    case 'streak_freeze':
+      if (!str('streak_id')) return 'body.payload.streak_id is required for a streak_freeze reward';
+      if (!int('count')) return 'body.payload.count must be a positive integer';
+      return null;
     case 'badge':
       if (!str('badge_id')) return 'body.payload.badge_id is required for a badge reward';
       if (p.tier !== undefined && typeof p.tier !== 'string') return 'body.payload.tier must be a string';

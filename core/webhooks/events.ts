@@ -17,6 +17,9 @@ export const EVENT_TYPES = [
   'tier.changed',
   'leaderboard.window_completed',
   'streak.milestone_reached',
+  'streak.at_risk',
+  'streak.broken',
+  'streak.freeze_used',
   'coupon.redeemed',
   'achievement.completed',
   'coupon.generated',
@@ -103,12 +106,40 @@ export interface WindowCompletedEvent extends Envelope {
   reward_distribution: Array<{ user_id: string; rank: number; score: number; items: RewardItemView[] }>;
 }
 
-/** streak.milestone_reached */
+/** streak.milestone_reached (`threshold` beyond SPEC.md: the milestone reached) */
 export interface StreakMilestoneEvent extends Envelope {
   streak_id: string;
   user_id: string;
   streak_days: number;
+  threshold: number;
   items: RewardItemView[];
+}
+
+/** streak.at_risk (not in SPEC.md; docs/webhooks.md, docs/streaks.md) */
+export interface StreakAtRiskEvent extends Envelope {
+  streak_id: string;
+  user_id: string;
+  current_count: number;
+  period_ends_at: string;
+  period_progress: { value: number; min: number };
+}
+
+/** streak.broken (not in SPEC.md; docs/webhooks.md, docs/streaks.md) */
+export interface StreakBrokenEvent extends Envelope {
+  streak_id: string;
+  user_id: string;
+  previous_count: number;
+  longest_count: number;
+  period_ended_at: string;
+}
+
+/** streak.freeze_used (not in SPEC.md; docs/webhooks.md, docs/streaks.md) */
+export interface StreakFreezeUsedEvent extends Envelope {
+  streak_id: string;
+  user_id: string;
+  current_count: number;
+  freezes_left: number;
+  period_ended_at: string;
 }
 
 /** coupon.redeemed */

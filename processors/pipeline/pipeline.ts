@@ -11,6 +11,8 @@ import type { Queryable, Sql } from '../../adapters/sql/types';
 import type { Clock } from '../../core/clock';
 import { markProcessed } from '../../core/events/processed';
 import { eventView } from '../../core/leaderboards/definition';
+import type { FactBus } from '../../core/facts';
+import type { Granter } from '../../core/rewards/grant';
 import type { Wallet } from '../../core/wallet/wallet';
 import type { Logger } from '../../shared/logger';
 import type { Metrics } from '../../shared/metrics';
@@ -19,6 +21,7 @@ import { skip, type Outcome, type Processor } from '../framework';
 import { EarningStep } from './earning';
 import { RankSync } from './rank-sync';
 import { ScoringStep } from './scoring';
+import { StreakStep } from './streaks';
 import { runSteps, type AnyStep, type StepBatch, type StepEvent } from './step';
 
 export const PIPELINE_GROUP = 'ludus.pipeline';
@@ -27,6 +30,9 @@ export interface PipelineDeps {
   sql: Sql;
   eventLog: EventLog;
   wallet: Wallet;
+  /** The fact bus and the granting service (streaks: milestones, breaks, freezes). */
+  facts: FactBus;
+  granter: Granter;
   ranks: RankIndex;
   clock: Clock;
   log: Logger;
@@ -35,7 +41,11 @@ export interface PipelineDeps {
 
 /** The steps of the pipeline, in order: a new feature adds its step here. */
 export function pipelineSteps(deps: PipelineDeps, rankSync: RankSync): AnyStep[] {
-  return [new ScoringStep(rankSync), new EarningStep(deps.wallet)];
+  return [
+    new ScoringStep(rankSync),
+    new EarningStep(deps.wallet),
+    new StreakStep({ facts: deps.facts, granter: deps.granter }),
+  ];
 }
 
 export function pipelineProcessor(deps: PipelineDeps): Processor<EventRecord> {

@@ -2327,6 +2327,266 @@ export interface StoreRewardView {
   in_stock: boolean;
 }
 
+/** streak.config (schemas/http/streak.config.json) */
+
+/**
+ * What counts, per which period, and what reaching a count pays (docs/streaks.md).
+ */
+export interface StreakConfig {
+  /**
+   * Event types that count; * matches every type
+   *
+   * @minItems 1
+   * @maxItems 100
+   */
+  event_types: string[];
+  /**
+   * Optional filter on the event (one condition); bare field names are attributes (amount is attrs.amount)
+   */
+  expression?: {
+    condition: {
+      field: string;
+      operator: 'eq' | 'ne' | 'gt' | 'gte' | 'lt' | 'lte' | 'in';
+      value: unknown;
+    };
+  } | null;
+  /**
+   * calendar: {type, period: daily or weekly, timezone, reset_time}; rolling: {type, duration_seconds}
+   */
+  window: {
+    type: 'calendar' | 'rolling';
+    /**
+     * calendar: daily, or weekly from Monday at reset_time
+     */
+    period?: 'daily' | 'weekly';
+    /**
+     * calendar: an IANA time zone name
+     */
+    timezone?: string;
+    /**
+     * calendar: HH:MM local time a period starts (default 00:00)
+     */
+    reset_time?: string;
+    /**
+     * rolling: period length; the first period starts at the event that starts the streak
+     */
+    duration_seconds?: number;
+  };
+  condition: {
+    type: 'count' | 'sum';
+    /**
+     * What a period needs: events (count) or the field's total (sum)
+     */
+    min: number;
+    /**
+     * sum: the number summed, e.g. attrs.minutes (a bare name is an attribute)
+     */
+    field?: string;
+  };
+  /**
+   * @maxItems 100
+   */
+  milestones?: {
+    threshold: number;
+    reward_item_id: string | null;
+    /**
+     * true: pays again in a later run of the streak; false: once per user ever
+     */
+    repeatable: boolean;
+  }[];
+  /**
+   * A running streak not yet qualified this long before its period ends is at risk (streak.at_risk webhook)
+   */
+  at_risk_seconds?: number | null;
+  /**
+   * The most freezes a user may hold for this streak; absent or null: no cap
+   */
+  max_freezes?: number | null;
+}
+
+/** streak.create (schemas/http/streak.create.json) */
+
+export interface StreakCreate {
+  /**
+   * letters, digits, spaces, hyphens, underscores
+   */
+  name: string;
+  description?: string | null;
+  config: StreakConfig;
+  reward_config_id?: string | null;
+}
+
+/** streak.freezes.grant (schemas/http/streak.freezes.grant.json) */
+
+export interface StreakFreezesGrant {
+  user_id: string;
+  count: number;
+  idempotency_key: string;
+}
+
+/** streak.freezes.view (schemas/http/streak.freezes.view.json) */
+
+export interface StreakFreezesView {
+  streak_id: string;
+  user_id: string;
+  requested: number;
+  /**
+   * Less than requested when the definition's max_freezes is reached
+   */
+  granted: number;
+  freezes_available: number;
+  /**
+   * true: a repeat of an idempotency_key, answering the first grant
+   */
+  was_cached: boolean;
+}
+
+/** streak.list.query (schemas/http/streak.list.query.json) */
+
+export interface StreakListQuery {
+  status?: 'active' | 'paused' | 'archived';
+  limit: number;
+  offset: number;
+}
+
+/** streak.list.view (schemas/http/streak.list.view.json) */
+
+export interface StreakListView {
+  /**
+   * By tenant, oldest first
+   */
+  definitions: StreakView[];
+  total: number;
+}
+
+/** streak.status (schemas/http/streak.status.json) */
+
+export interface StreakStatus {
+  status: 'active' | 'paused' | 'archived';
+}
+
+/** streak.update (schemas/http/streak.update.json) */
+
+export interface StreakUpdate {
+  /**
+   * letters, digits, spaces, hyphens, underscores
+   */
+  name?: string;
+  description?: string | null;
+  config?: StreakConfig;
+  reward_config_id?: string | null;
+}
+
+/** streak.user.entry.view (schemas/http/streak.user.entry.view.json) */
+
+export interface StreakUserEntryView {
+  streak_id: string;
+  name: string;
+  /**
+   * frozen: the definition is paused
+   */
+  status: 'active' | 'at_risk' | 'broken' | 'not_started' | 'frozen';
+  current_count: number;
+  longest_count: number;
+  qualified_this_period: boolean;
+  period_progress: {
+    value: number;
+    min: number;
+  };
+  period_ends_at: string;
+  freezes_available: number;
+  /**
+   * Reached, oldest first
+   */
+  milestones: {
+    threshold: number;
+    reached_at: string;
+    repeatable: boolean;
+  }[];
+}
+
+/** streak.user.list.view (schemas/http/streak.user.list.view.json) */
+
+export interface StreakUserListView {
+  /**
+   * One per active or paused definition, oldest definition first
+   */
+  streaks: StreakUserEntryView[];
+  total: number;
+}
+
+/** streak.user.query (schemas/http/streak.user.query.json) */
+
+export interface StreakUserQuery {
+  limit: number;
+  offset: number;
+}
+
+/** streak.user.view (schemas/http/streak.user.view.json) */
+
+export interface StreakUserView {
+  streak_id: string;
+  name: string;
+  /**
+   * frozen: the definition is paused
+   */
+  status: 'active' | 'at_risk' | 'broken' | 'not_started' | 'frozen';
+  current_count: number;
+  longest_count: number;
+  qualified_this_period: boolean;
+  period_progress: {
+    value: number;
+    min: number;
+  };
+  period_ends_at: string;
+  freezes_available: number;
+  /**
+   * Reached, oldest first
+   */
+  milestones: {
+    threshold: number;
+    reached_at: string;
+    repeatable: boolean;
+  }[];
+  history: {
+    /**
+     * Newest first
+     */
+    periods: {
+      period_key: string;
+      period_start: string;
+      period_end: string;
+      outcome: 'qualified' | 'frozen' | 'broken';
+      value: number;
+      /**
+       * The count after the period (0 when it broke)
+       */
+      streak_count: number;
+      at: string;
+    }[];
+    total: number;
+    limit: number;
+    offset: number;
+  };
+}
+
+/** streak.view (schemas/http/streak.view.json) */
+
+export interface StreakView {
+  id: string;
+  tenant_id: string;
+  name: string;
+  description: string | null;
+  status: 'active' | 'paused' | 'archived';
+  config: StreakConfig;
+  /**
+   * Tiers with milestone conditions on metric streak_days pay at those thresholds
+   */
+  reward_config_id: string | null;
+  created_at: string;
+  updated_at: string;
+}
+
 /** tenant.create (schemas/http/tenant.create.json) */
 
 export interface TenantCreate {
@@ -2755,6 +3015,9 @@ export interface WebhookCreate {
     | 'tier.changed'
     | 'leaderboard.window_completed'
     | 'streak.milestone_reached'
+    | 'streak.at_risk'
+    | 'streak.broken'
+    | 'streak.freeze_used'
     | 'coupon.redeemed'
     | 'achievement.completed'
     | 'coupon.generated'
@@ -2853,6 +3116,9 @@ export interface WebhookSecretView {
     | 'tier.changed'
     | 'leaderboard.window_completed'
     | 'streak.milestone_reached'
+    | 'streak.at_risk'
+    | 'streak.broken'
+    | 'streak.freeze_used'
     | 'coupon.redeemed'
     | 'achievement.completed'
     | 'coupon.generated'
@@ -2920,6 +3186,9 @@ export interface WebhookUpdate {
     | 'tier.changed'
     | 'leaderboard.window_completed'
     | 'streak.milestone_reached'
+    | 'streak.at_risk'
+    | 'streak.broken'
+    | 'streak.freeze_used'
     | 'coupon.redeemed'
     | 'achievement.completed'
     | 'coupon.generated'
@@ -2955,6 +3224,9 @@ export interface WebhookView {
     | 'tier.changed'
     | 'leaderboard.window_completed'
     | 'streak.milestone_reached'
+    | 'streak.at_risk'
+    | 'streak.broken'
+    | 'streak.freeze_used'
     | 'coupon.redeemed'
     | 'achievement.completed'
     | 'coupon.generated'
@@ -3689,6 +3961,19 @@ export interface HttpSchemas {
   'store_catalog.query': StoreCatalogQuery;
   'store_catalog.view': StoreCatalogView;
   'store_reward.view': StoreRewardView;
+  'streak.config': StreakConfig;
+  'streak.create': StreakCreate;
+  'streak.freezes.grant': StreakFreezesGrant;
+  'streak.freezes.view': StreakFreezesView;
+  'streak.list.query': StreakListQuery;
+  'streak.list.view': StreakListView;
+  'streak.status': StreakStatus;
+  'streak.update': StreakUpdate;
+  'streak.user.entry.view': StreakUserEntryView;
+  'streak.user.list.view': StreakUserListView;
+  'streak.user.query': StreakUserQuery;
+  'streak.user.view': StreakUserView;
+  'streak.view': StreakView;
   'tenant.create': TenantCreate;
   'tenant.list.view': TenantListView;
   'tenant.secrets.view': TenantSecretsView;
