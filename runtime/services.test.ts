@@ -26,12 +26,12 @@ describe('feature reactions', () => {
     expect(facts.subscribersOf('level.reached')).toEqual(['levels']);
     expect(facts.subscribersOf('leaderboard.rank_finalized')).toEqual(['leaderboard-payouts', 'coupons']);
     expect(facts.subscribersOf('achievement.completed')).toEqual(['coupons']);
-    expect(facts.subscribersOf('streak.milestone_reached')).toEqual(['coupons']);
+    expect(facts.subscribersOf('streak.milestone_reached')).toEqual(['outbox', 'coupons']);
+    expect(facts.subscribersOf('order.moved')).toEqual(['outbox']);
     expect(facts.subscribersOf('coupon.redeemed')).toEqual(['outbox']);
     expect(facts.subscribersOf('coupon.generated')).toEqual(['outbox']);
     expect(facts.subscribersOf('leaderboard.window_completed')).toEqual(['outbox']);
     for (const f of [
-      'streak.milestone_reached',
       'streak.broken',
       'streak.freeze_used',
       'streak.at_risk',
