@@ -106,6 +106,7 @@ export async function startRoles(ctx: AppContext, roles: Role[] = ctx.config.rol
         clock: ctx.clock,
         log,
         metrics: ctx.metrics,
+        achievements: ctx.services.achievements,
       });
       consumers.push(await startProcessor({ ...ctx.adapters, log, metrics: ctx.metrics }, pipeline));
     }

@@ -6,6 +6,7 @@ import { LeaderboardQueries } from '../core/leaderboards/queries';
 import { getConfig, rankTiersView } from '../core/rewards/configs';
 import { ingestRoutes } from '../ingest/routes';
 import { closingDeps, type AppContext } from './context';
+import { achievementRoutes } from '../api/achievements/admin';
 import { authRoutes } from '../api/auth/routes';
 import type { RouteSpec } from '../http/route';
 import { leaderboardAdminRoutes } from '../api/leaderboards/admin';
@@ -43,6 +44,7 @@ export function allRoutes(ctx: AppContext): RouteSpec[] {
     ...rewardAdminRoutes({ sql, clock }),
     ...rewardQueryRoutes({ sql }),
     ...levelRoutes({ sql, clock, wallet: services.wallet }),
+    ...achievementRoutes({ sql, clock, random: ctx.random }),
     ...webhookAdminRoutes({
       sql,
       clock,

@@ -10,6 +10,7 @@ import { LeaderboardCache } from '../core/leaderboards/cache';
 import { SecretBox } from '../core/tenancy/secrets';
 import { TenantStore } from '../core/tenancy/store';
 import { FactBus, type Reactions } from '../core/facts';
+import { AchievementEngine, achievementReactions } from '../core/achievements/progress';
 import { payoutReactions } from '../core/leaderboards/payout';
 import { levelReactions } from '../core/levels/levels';
 import { outboxReactions } from '../core/outbox';
@@ -37,6 +38,8 @@ export interface Services {
   webhooks: WebhookStore;
   /** Board definitions and window rows of the query routes, cached like tenant credentials. */
   leaderboards: LeaderboardCache;
+  /** Achievement progress and completion, for the pipeline step and backfill. */
+  achievements: AchievementEngine;
 }
 
 export async function openRateLimiter(config: Config): Promise<RateLimiter> {
@@ -62,7 +65,13 @@ export async function openRateLimiter(config: Config): Promise<RateLimiter> {
  * outbox order is the delivery order). A new feature adds its `Reactions` here.
  */
 export function featureReactions(facts: FactBus, granter: Granter): Reactions[] {
-  return [outboxReactions, tierReactions(facts), levelReactions(facts, granter), payoutReactions(granter)];
+  return [
+    outboxReactions,
+    tierReactions(facts),
+    levelReactions(facts, granter),
+    payoutReactions(granter),
+    achievementReactions(new AchievementEngine(facts, granter)),
+  ];
 }
 
 export function buildServices(
@@ -89,5 +98,6 @@ export function buildServices(
   facts.register(...featureReactions(facts, granter));
   const webhooks = new WebhookStore(adapters.sql, box, clock);
   const leaderboards = new LeaderboardCache({ clock, ttlMs: config.tenantCacheMs });
-  return { tenants, auth, rateLimiter, facts, wallet, granter, webhooks, leaderboards };
+  const achievements = new AchievementEngine(facts, granter);
+  return { tenants, auth, rateLimiter, facts, wallet, granter, webhooks, leaderboards, achievements };
 }
