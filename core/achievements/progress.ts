@@ -90,7 +90,7 @@ export class AchievementEngine {
     await q.query(
       `SELECT pg_advisory_xact_lock(h) FROM (
          SELECT DISTINCT hashtextextended(k, 0) AS h FROM unnest($1::text[]) AS k ORDER BY h) s`,
-      [[...pairs.keys()].map((k) => `achievement:${k}`)],
+      [[...pairs.values()].map((p) => JSON.stringify(['achievement', p.a.def.tenant_id, p.a.def.id, p.user_id]))],
     );
     const done = await completedPairs(q, [...pairs.values()]);
     for (const k of done) pairs.delete(k);

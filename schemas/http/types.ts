@@ -203,6 +203,10 @@ export interface AchievementView {
   };
   reward_config_id: string | null;
   active: boolean;
+  /**
+   * Bumped by every update; progress counts under the criteria of the current version
+   */
+  version: number;
   created_at: string;
   updated_at: string;
   /**
