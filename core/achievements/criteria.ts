@@ -179,7 +179,9 @@ export function validateCriteria(raw: unknown, where = 'body.criteria'): Validat
           if (err) throw new Fault(err);
           const aliased = fromPathMap(c.conditions as Condition, ACHIEVEMENT_FIELDS)!;
           if (Object.keys(aliased).length !== Object.keys(c.conditions).length)
-            throw new Fault(`${at}.conditions: a field is named twice (a bare name is the attribute attrs.<name>)`);
+            throw new Fault(
+              `${at}.conditions: a field is named twice (a bare name is the attribute attrs.<name>)`,
+            );
           conditions = c.conditions as Condition;
         }
         const t = threshold(c.threshold, `${at}.threshold`);
@@ -266,7 +268,10 @@ export function partKey(l: Leaf): string {
       what.leaderboard_id = l.leaderboard_id;
       break;
   }
-  return `${l.type}:${createHash('sha256').update(JSON.stringify(canonical(what))).digest('hex').slice(0, 20)}`;
+  return `${l.type}:${createHash('sha256')
+    .update(JSON.stringify(canonical(what)))
+    .digest('hex')
+    .slice(0, 20)}`;
 }
 
 /** What the reactions look criteria up by (the `refs` column). */
@@ -335,8 +340,7 @@ export function progressOf(c: Criterion, parts: (key: string) => PartState | und
       type: 'combined',
       current: met,
       target: views.length,
-      percentage:
-        Math.floor((views.reduce((a, v) => a + v.percentage, 0) / views.length) * 100) / 100,
+      percentage: Math.floor((views.reduce((a, v) => a + v.percentage, 0) / views.length) * 100) / 100,
       met: met === views.length,
       parts: views,
     };
@@ -397,7 +401,9 @@ export function compileEventLeaves(c: Criterion): EventLeaf[] {
 
 /** Day number of a `YYYY-MM-DD` key (days since 1970-01-01). */
 export function dayNumber(day: string): number {
-  return Math.round(Date.UTC(Number(day.slice(0, 4)), Number(day.slice(5, 7)) - 1, Number(day.slice(8, 10))) / 86_400_000);
+  return Math.round(
+    Date.UTC(Number(day.slice(0, 4)), Number(day.slice(5, 7)) - 1, Number(day.slice(8, 10))) / 86_400_000,
+  );
 }
 
 /**

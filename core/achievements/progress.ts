@@ -90,7 +90,11 @@ export class AchievementEngine {
     await q.query(
       `SELECT pg_advisory_xact_lock(h) FROM (
          SELECT DISTINCT hashtextextended(k, 0) AS h FROM unnest($1::text[]) AS k ORDER BY h) s`,
-      [[...pairs.values()].map((p) => JSON.stringify(['achievement', p.a.def.tenant_id, p.a.def.id, p.user_id]))],
+      [
+        [...pairs.values()].map((p) =>
+          JSON.stringify(['achievement', p.a.def.tenant_id, p.a.def.id, p.user_id]),
+        ),
+      ],
     );
     const done = await completedPairs(q, [...pairs.values()]);
     for (const k of done) pairs.delete(k);
@@ -121,7 +125,14 @@ export class AchievementEngine {
     const met: Array<{ a: ActiveAchievement; user_id: string }> = [];
     for (const p of pairs.values()) {
       const partOf = (part: string) =>
-        state.get(progressRows.id({ tenant_id: p.a.def.tenant_id, achievement_id: p.a.def.id, user_id: p.user_id, part }));
+        state.get(
+          progressRows.id({
+            tenant_id: p.a.def.tenant_id,
+            achievement_id: p.a.def.id,
+            user_id: p.user_id,
+            part,
+          }),
+        );
       if (criteriaMet(p.a.def.criteria, partOf)) met.push(p);
     }
     return { changed, completed: await this.complete(q, met, now, via) };
@@ -142,7 +153,13 @@ export class AchievementEngine {
       `INSERT INTO achievement_completions (tenant_id, achievement_id, user_id, completed_at, via)
        SELECT t, a, u, $4, $5 FROM unnest($1::text[], $2::text[], $3::text[]) AS k(t, a, u)
        ON CONFLICT DO NOTHING RETURNING tenant_id, achievement_id, user_id`,
-      [pairs.map((p) => p.a.def.tenant_id), pairs.map((p) => p.a.def.id), pairs.map((p) => p.user_id), now, via],
+      [
+        pairs.map((p) => p.a.def.tenant_id),
+        pairs.map((p) => p.a.def.id),
+        pairs.map((p) => p.user_id),
+        now,
+        via,
+      ],
     );
     const fresh = new Set(r.rows.map((x) => pairId(x.tenant_id, x.achievement_id, x.user_id)));
     const out: AchievementCompleted[] = [];
@@ -218,11 +235,15 @@ function leafChanges(
   return out;
 }
 
-const grow = (v: number) => (s: PartState): PartState =>
-  v > s.value ? { value: v, best: Math.max(s.best, v), last_day: s.last_day } : s;
+const grow =
+  (v: number) =>
+  (s: PartState): PartState =>
+    v > s.value ? { value: v, best: Math.max(s.best, v), last_day: s.last_day } : s;
 
-const betterRank = (rank: number) => (s: PartState): PartState =>
-  rank >= 1 && (s.value === 0 || rank < s.value) ? { value: rank, best: rank, last_day: s.last_day } : s;
+const betterRank =
+  (rank: number) =>
+  (s: PartState): PartState =>
+    rank >= 1 && (s.value === 0 || rank < s.value) ? { value: rank, best: rank, last_day: s.last_day } : s;
 
 /**
  * What achievements listen to (docs/achievements.md "Progress from other features"):
@@ -234,7 +255,16 @@ const betterRank = (rank: number) => (s: PartState): PartState =>
 export function achievementReactions(engine: AchievementEngine): Reactions {
   const run = async (
     q: Queryable,
-    byTenant: Map<string, Array<{ user_id: string; ref: string; match: (l: import('./criteria').Leaf) => boolean; apply: (s: PartState) => PartState; now: number }>>,
+    byTenant: Map<
+      string,
+      Array<{
+        user_id: string;
+        ref: string;
+        match: (l: import('./criteria').Leaf) => boolean;
+        apply: (s: PartState) => PartState;
+        now: number;
+      }>
+    >,
   ) => {
     const refs = [...new Set([...byTenant.values()].flat().map((x) => x.ref))];
     const defs = await activeByRefs(q, [...byTenant.keys()], refs);

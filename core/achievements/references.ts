@@ -31,7 +31,10 @@ export async function streakExists(q: Queryable, tenantId: string, id: string): 
     "SELECT to_regclass('streak_definitions') IS NOT NULL AS present",
   );
   if (!t.rows[0]?.present) return false;
-  const r = await q.query('SELECT 1 FROM streak_definitions WHERE tenant_id = $1 AND id = $2', [tenantId, id]);
+  const r = await q.query('SELECT 1 FROM streak_definitions WHERE tenant_id = $1 AND id = $2', [
+    tenantId,
+    id,
+  ]);
   return r.rowCount > 0;
 }
 

@@ -128,7 +128,11 @@ export async function updateAchievement(
   return r.rows[0] ? toAchievement(r.rows[0]) : null;
 }
 
-export async function getAchievement(q: Queryable, tenantId: string, id: string): Promise<Achievement | null> {
+export async function getAchievement(
+  q: Queryable,
+  tenantId: string,
+  id: string,
+): Promise<Achievement | null> {
   const r = await q.query<Row>(`SELECT ${COLUMNS} FROM achievements WHERE tenant_id = $1 AND id = $2`, [
     tenantId,
     id,
@@ -137,7 +141,11 @@ export async function getAchievement(q: Queryable, tenantId: string, id: string)
 }
 
 /** Locks the achievement row until the caller's transaction ends (criteria changes, backfills). */
-export async function lockAchievement(q: Queryable, tenantId: string, id: string): Promise<Achievement | null> {
+export async function lockAchievement(
+  q: Queryable,
+  tenantId: string,
+  id: string,
+): Promise<Achievement | null> {
   const r = await q.query<Row>(
     `SELECT ${COLUMNS} FROM achievements WHERE tenant_id = $1 AND id = $2 FOR UPDATE`,
     [tenantId, id],
@@ -153,11 +161,10 @@ export async function listAchievements(
   const where = 'tenant_id = $1 AND ($2::boolean IS NULL OR active = $2)';
   const params = [tenantId, opts.active ?? null];
   const [rows, total] = await Promise.all([
-    q.query<Row>(`SELECT ${COLUMNS} FROM achievements WHERE ${where} ORDER BY created_at, id LIMIT $3 OFFSET $4`, [
-      ...params,
-      opts.limit,
-      opts.offset,
-    ]),
+    q.query<Row>(
+      `SELECT ${COLUMNS} FROM achievements WHERE ${where} ORDER BY created_at, id LIMIT $3 OFFSET $4`,
+      [...params, opts.limit, opts.offset],
+    ),
     q.query<{ n: number }>(`SELECT count(*)::int AS n FROM achievements WHERE ${where}`, params),
   ]);
   return { achievements: rows.rows.map(toAchievement), total: total.rows[0]?.n ?? 0 };

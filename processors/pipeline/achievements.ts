@@ -15,7 +15,14 @@ import { applyEvent } from '../../core/achievements/criteria';
 import { type AchievementEngine, type PartChange } from '../../core/achievements/progress';
 import { activeByRefs, type ActiveAchievement } from '../../core/achievements/store';
 import { windowAt } from '../../core/windows';
-import { applied, nothing, type PipelineStep, type StepBatch, type StepEffect, type StepReport } from './step';
+import {
+  applied,
+  nothing,
+  type PipelineStep,
+  type StepBatch,
+  type StepEffect,
+  type StepReport,
+} from './step';
 
 export interface AchievementsLoaded {
   /** Active achievements by tenant (every one: tenants with any count their active users). */

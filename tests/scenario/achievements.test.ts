@@ -38,8 +38,14 @@ describe.each(SHAPES)('achievements [%s]', (shape) => {
     ({ tenant, key, token } = await tenantWithCredentials(app));
     for (const id of ['coins', 'xp'])
       expect(
-        (await admin('POST', '/v1/wallet/currencies', { id, name: id, is_spendable: true, decimal_places: 0 }))
-          .status,
+        (
+          await admin('POST', '/v1/wallet/currencies', {
+            id,
+            name: id,
+            is_spendable: true,
+            decimal_places: 0,
+          })
+        ).status,
       ).toBe(201);
   });
   afterAll(() => app.stop());
@@ -86,10 +92,10 @@ describe.each(SHAPES)('achievements [%s]', (shape) => {
     await waitFor(
       async () =>
         (
-          await app.ctx.adapters.sql.query('SELECT 1 FROM processed_events WHERE tenant_id = $1 AND event_id = $2', [
-            tenant.id,
-            id,
-          ])
+          await app.ctx.adapters.sql.query(
+            'SELECT 1 FROM processed_events WHERE tenant_id = $1 AND event_id = $2',
+            [tenant.id, id],
+          )
         ).rowCount > 0,
       { what: `marker ${id}` },
     );
@@ -124,8 +130,14 @@ describe.each(SHAPES)('achievements [%s]', (shape) => {
     const cases: Array<[unknown, RegExp]> = [
       [{ type: 'nope' }, /body\.criteria\.type must be one of/],
       [{ type: 'event_count', event_type: 'x' }, /body\.criteria\.threshold is required/],
-      [{ type: 'event_count', event_type: 'x', threshold: 0 }, /body\.criteria\.threshold must be a positive integer/],
-      [{ type: 'event_count', event_type: 'x', threshold: 1, extra: 1 }, /body\.criteria\.extra is not allowed/],
+      [
+        { type: 'event_count', event_type: 'x', threshold: 0 },
+        /body\.criteria\.threshold must be a positive integer/,
+      ],
+      [
+        { type: 'event_count', event_type: 'x', threshold: 1, extra: 1 },
+        /body\.criteria\.extra is not allowed/,
+      ],
       [
         {
           type: 'combined',
@@ -142,7 +154,10 @@ describe.each(SHAPES)('achievements [%s]', (shape) => {
         /body\.criteria\.conditions\.attrs\.mode: unknown operator "regex"/,
       ],
       [{ type: 'combined', operator: 'or', conditions: [] }, /body\.criteria\.operator must be "and"/],
-      [{ type: 'cumulative', metric: 'gold', threshold: 5 }, /body\.criteria\.metric: currency gold does not exist/],
+      [
+        { type: 'cumulative', metric: 'gold', threshold: 5 },
+        /body\.criteria\.metric: currency gold does not exist/,
+      ],
       [
         { type: 'leaderboard_rank', leaderboard_id: 'nope', threshold: 3 },
         /body\.criteria\.leaderboard_id: leaderboard nope does not exist/,
@@ -176,13 +191,19 @@ describe.each(SHAPES)('achievements [%s]', (shape) => {
     let c: Record<string, unknown> = deep;
     for (let i = 0; i < 6; i++) c = { type: 'combined', operator: 'and', conditions: [c] };
     const tooDeep = await admin('POST', '/v1/achievements', { name: 'deep', criteria: c });
-    expect([tooDeep.status, tooDeep.body.error.message]).toEqual([400, expect.stringMatching(/nest at most 5/)]);
+    expect([tooDeep.status, tooDeep.body.error.message]).toEqual([
+      400,
+      expect.stringMatching(/nest at most 5/),
+    ]);
     const unknownField = await admin('POST', '/v1/achievements', {
       name: 'x',
       criteria: { type: 'event_count', event_type: 'x', threshold: 1 },
       colour: 'red',
     });
-    expect([unknownField.status, unknownField.body.error.message]).toEqual([400, 'body.colour is not allowed']);
+    expect([unknownField.status, unknownField.body.error.message]).toEqual([
+      400,
+      'body.colour is not allowed',
+    ]);
     const hugeName = await admin('POST', '/v1/achievements', {
       name: 'n'.repeat(5000),
       criteria: { type: 'event_count', event_type: 'x', threshold: 1 },
@@ -218,21 +239,40 @@ describe.each(SHAPES)('achievements [%s]', (shape) => {
       })
     ).body;
     const badge = (
-      await admin('POST', '/v1/reward-items', { name: 'Ranked badge', reward_type: 'badge', payload: { badge_id: 'rk' } })
+      await admin('POST', '/v1/reward-items', {
+        name: 'Ranked badge',
+        reward_type: 'badge',
+        payload: { badge_id: 'rk' },
+      })
     ).body;
     const cfg = (
       await admin('POST', '/v1/rewards-catalog', {
         name: 'ranked-3',
-        tiers: [{ condition: { type: 'milestone', metric: 'achievement', value: 1 }, item_ids: [coins.item_id, badge.item_id] }],
+        tiers: [
+          {
+            condition: { type: 'milestone', metric: 'achievement', value: 1 },
+            item_ids: [coins.item_id, badge.item_id],
+          },
+        ],
       })
     ).body;
     const a = await create({
       name: 'Ranked x3',
-      criteria: { type: 'event_count', event_type: 'match', conditions: { mode: { eq: 'ranked' } }, threshold: 3 },
+      criteria: {
+        type: 'event_count',
+        event_type: 'match',
+        conditions: { mode: { eq: 'ranked' } },
+        threshold: 3,
+      },
       reward_config_id: cfg.reward_config_id,
     });
     const dup = ev('rk1', T0, 'match', { mode: 'ranked' });
-    await send([dup, dup, ev('rk1', T0, 'match', { mode: 'casual' }), ev('rk1', T0, 'match', { mode: 'ranked' })]);
+    await send([
+      dup,
+      dup,
+      ev('rk1', T0, 'match', { mode: 'casual' }),
+      ev('rk1', T0, 'match', { mode: 'ranked' }),
+    ]);
     await send([dup]); // a retry of the same event_id
     await drained('rk1');
     const half = await mine('rk1', a.id);
@@ -249,7 +289,9 @@ describe.each(SHAPES)('achievements [%s]', (shape) => {
     );
     expect(paid.rows.map((r) => Number(r.amount))).toEqual([50]);
     const grants = (await admin('GET', '/v1/reward-grants?user_id=rk1')).body.grants;
-    expect(grants.map((g: { reward_type: string; status: string }) => [g.reward_type, g.status]).sort()).toEqual([
+    expect(
+      grants.map((g: { reward_type: string; status: string }) => [g.reward_type, g.status]).sort(),
+    ).toEqual([
       ['badge', 'owned'],
       ['currency', 'credited'],
     ]);
@@ -266,7 +308,12 @@ describe.each(SHAPES)('achievements [%s]', (shape) => {
       achievement_name: 'Ranked x3',
       completed_at: expect.any(String),
       items: [
-        { item_id: coins.item_id, name: '50 coins', reward_type: 'currency', payload: { currency_id: 'coins', amount: 50 } },
+        {
+          item_id: coins.item_id,
+          name: '50 coins',
+          reward_type: 'currency',
+          payload: { currency_id: 'coins', amount: 50 },
+        },
         { item_id: badge.item_id, name: 'Ranked badge', reward_type: 'badge', payload: { badge_id: 'rk' } },
       ],
     });
@@ -302,7 +349,10 @@ describe.each(SHAPES)('achievements [%s]', (shape) => {
   });
 
   it('completes cumulative criteria from wallet credits (grants and earning rules)', async () => {
-    const a = await create({ name: 'xp 100', criteria: { type: 'cumulative', metric: 'xp', threshold: 100 } });
+    const a = await create({
+      name: 'xp 100',
+      criteria: { type: 'cumulative', metric: 'xp', threshold: 100 },
+    });
     expect(
       (await admin('POST', '/v1/wallet/grant', { user_id: 'cu1', currency_id: 'xp', amount: 60 })).status,
     ).toBe(200);
@@ -359,7 +409,11 @@ describe.each(SHAPES)('achievements [%s]', (shape) => {
         ],
       },
     });
-    await send([ev('lb1', T0, 'pts', { p: 9 }), ev('lb2', T0, 'pts', { p: 5 }), ev('lb3', T0, 'pts', { p: 1 })]);
+    await send([
+      ev('lb1', T0, 'pts', { p: 9 }),
+      ev('lb2', T0, 'pts', { p: 5 }),
+      ev('lb3', T0, 'pts', { p: 1 }),
+    ]);
     await waitFor(
       async () => (await query('/v1/leaderboards/ach-board?window_key=2026-11-20')).body.total_entries === 3,
       { what: 'three entries' },
@@ -392,7 +446,10 @@ describe.each(SHAPES)('achievements [%s]', (shape) => {
   });
 
   it('stops progressing when deactivated and never un-completes on a criteria change', async () => {
-    const a = await create({ name: 'Clicks', criteria: { type: 'event_count', event_type: 'click', threshold: 2 } });
+    const a = await create({
+      name: 'Clicks',
+      criteria: { type: 'event_count', event_type: 'click', threshold: 2 },
+    });
     await send([ev('dc1', T0, 'click'), ev('dc1', T0, 'click'), ev('dc2', T0, 'click')]);
     await untilCompleted('dc1', a.id);
     await drained('dc2');
@@ -424,9 +481,16 @@ describe.each(SHAPES)('achievements [%s]', (shape) => {
     await untilCompleted('dc2', a.id);
   });
 
-  it('lists a user\'s achievements with the completed filter and rarity; end users reach only themselves', async () => {
-    const a = await create({ name: 'Rare', criteria: { type: 'event_count', event_type: 'rare', threshold: 1 } });
-    await send([ev('ra1', clock.now(), 'rare'), ev('ra2', clock.now(), 'other'), ev('ra3', clock.now(), 'other')]);
+  it("lists a user's achievements with the completed filter and rarity; end users reach only themselves", async () => {
+    const a = await create({
+      name: 'Rare',
+      criteria: { type: 'event_count', event_type: 'rare', threshold: 1 },
+    });
+    await send([
+      ev('ra1', clock.now(), 'rare'),
+      ev('ra2', clock.now(), 'other'),
+      ev('ra3', clock.now(), 'other'),
+    ]);
     await untilCompleted('ra1', a.id);
     await drained('ra2');
     await drained('ra3');
@@ -444,9 +508,13 @@ describe.each(SHAPES)('achievements [%s]', (shape) => {
     expect(done.map((x: { achievement_id: string }) => x.achievement_id)).toContain(a.id);
     const open = (await query('/v1/achievements/user/ra1?completed=false')).body.achievements;
     expect(open.map((x: { achievement_id: string }) => x.achievement_id)).not.toContain(a.id);
-    const longForm = await call('GET', `${app.url.query}/v1/tenants/${tenant.id}/achievements/user/ra1/${a.id}`, {
-      headers: { authorization: `Bearer ${token}` },
-    });
+    const longForm = await call(
+      'GET',
+      `${app.url.query}/v1/tenants/${tenant.id}/achievements/user/ra1/${a.id}`,
+      {
+        headers: { authorization: `Bearer ${token}` },
+      },
+    );
     expect([longForm.status, longForm.body.completed]).toEqual([200, true]);
     const own = await userToken(tenant, 'ra1');
     expect((await query(`/v1/achievements/user/ra1/${a.id}`, own)).status).toBe(200);
