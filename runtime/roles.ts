@@ -9,6 +9,7 @@ import { startAnalyticsSink } from '../processors/analytics-sink/sink';
 import { startLedgerExport } from '../processors/analytics-sink/ledger-export';
 import { Scheduler } from '../scheduler/scheduler';
 import { closeWindowsJob, purgeDedupeJob } from '../scheduler/jobs';
+import { achievementBackfillJob } from '../scheduler/achievements';
 import { Dispatcher } from '../dispatcher/dispatcher';
 import { webhookRetentionJob } from '../dispatcher/retention';
 import { startProcessor } from '../processors/framework';
@@ -122,6 +123,7 @@ export async function startRoles(ctx: AppContext, roles: Role[] = ctx.config.rol
           closeWindowsJob(closing),
           purgeDedupeJob(closing, config.dedupeWindowMs),
           webhookRetentionJob({ sql: ctx.adapters.sql, log }, config.webhooks.retentionMs),
+          achievementBackfillJob({ backfills: ctx.services.backfills, log }),
         ],
         config.schedulerIntervalMs,
       );

@@ -44,7 +44,7 @@ export function allRoutes(ctx: AppContext): RouteSpec[] {
     ...rewardAdminRoutes({ sql, clock }),
     ...rewardQueryRoutes({ sql }),
     ...levelRoutes({ sql, clock, wallet: services.wallet }),
-    ...achievementRoutes({ sql, clock, random: ctx.random }),
+    ...achievementRoutes({ sql, clock, random: ctx.random, backfills: services.backfills }),
     ...webhookAdminRoutes({
       sql,
       clock,

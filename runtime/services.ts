@@ -11,6 +11,10 @@ import { SecretBox } from '../core/tenancy/secrets';
 import { TenantStore } from '../core/tenancy/store';
 import { FactBus, type Reactions } from '../core/facts';
 import { AchievementEngine, achievementReactions } from '../core/achievements/progress';
+import { Backfills } from '../core/achievements/backfill';
+import { ANALYTICS_GROUP } from '../processors/analytics-sink/sink';
+import { PIPELINE_GROUP } from '../processors/pipeline/pipeline';
+import { EVENTS_TOPIC } from '../schemas/topics';
 import { payoutReactions } from '../core/leaderboards/payout';
 import { levelReactions } from '../core/levels/levels';
 import { outboxReactions } from '../core/outbox';
@@ -40,6 +44,8 @@ export interface Services {
   leaderboards: LeaderboardCache;
   /** Achievement progress and completion, for the pipeline step and backfill. */
   achievements: AchievementEngine;
+  /** Achievement backfill jobs (started by the admin API, run by the scheduler role). */
+  backfills: Backfills;
 }
 
 export async function openRateLimiter(config: Config): Promise<RateLimiter> {
@@ -99,5 +105,27 @@ export function buildServices(
   const webhooks = new WebhookStore(adapters.sql, box, clock);
   const leaderboards = new LeaderboardCache({ clock, ttlMs: config.tenantCacheMs });
   const achievements = new AchievementEngine(facts, granter);
-  return { tenants, auth, rateLimiter, facts, wallet, granter, webhooks, leaderboards, achievements };
+  const backfills = new Backfills({
+    sql: adapters.sql,
+    analytics: adapters.analytics,
+    engine: achievements,
+    random,
+    offsets: {
+      topic: adapters.eventLog.physicalName(EVENTS_TOPIC),
+      pipelineGroup: PIPELINE_GROUP,
+      sinkGroup: ANALYTICS_GROUP,
+    },
+  });
+  return {
+    tenants,
+    auth,
+    rateLimiter,
+    facts,
+    wallet,
+    granter,
+    webhooks,
+    leaderboards,
+    achievements,
+    backfills,
+  };
 }

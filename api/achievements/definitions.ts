@@ -73,7 +73,10 @@ export function definitionRoutes(deps: AchievementDeps): RouteSpec[] {
             createAchievement(q, deps.random, tenant.id, { ...b, criteria }, clock.now()),
           );
           if (b.backfill === undefined || b.backfill === false) return a;
-          throw errors.validation('body.backfill: not yet');
+          const dry = typeof b.backfill === 'object' && b.backfill.dry_run === true;
+          // The achievement exists from here on; a backfill that cannot start says why (400/409)
+          // and leaves it in place (docs/achievements.md "Backfill").
+          return { ...a, backfill: await deps.backfills.start(tenant.id, a.id, dry, clock.now()) };
         },
       }),
     ),
@@ -128,6 +131,37 @@ export function definitionRoutes(deps: AchievementDeps): RouteSpec[] {
             );
           });
           return found(updated, params.achievement_id);
+        },
+      }),
+    ),
+    ...bothForms(
+      route({
+        ...common,
+        method: 'POST',
+        path: '/v1/achievements/:achievement_id/backfill',
+        summary:
+          'Start a backfill of the achievement over history (a job), or its dry run ({dry_run: true}: how many would complete, changing nothing)',
+        auth: write,
+        body: 'achievement.backfill',
+        status: 202,
+        response: 'achievement.backfill.view',
+        handler: async ({ tenant, params, body: b }) =>
+          deps.backfills.start(tenant.id, params.achievement_id, b.dry_run, clock.now()),
+      }),
+    ),
+    ...bothForms(
+      route({
+        ...common,
+        method: 'GET',
+        path: '/v1/achievements/:achievement_id/backfill',
+        summary: "The achievement's latest backfill: state, users done and total, completions",
+        auth: read,
+        response: 'achievement.backfill.view',
+        handler: async ({ tenant, params }) => {
+          found(await getAchievement(sql, tenant.id, params.achievement_id), params.achievement_id);
+          const b = await deps.backfills.latest(tenant.id, params.achievement_id);
+          if (!b) throw errors.notFound(`Achievement ${params.achievement_id} has no backfill`);
+          return b;
         },
       }),
     ),

@@ -7,12 +7,14 @@
  * the batch's transaction: exactly once per event. The events' users are recorded as active users
  * of tenants with achievements (rarity's denominator), one statement per batch.
  *
- * Backfill seam (docs/achievements.md "Backfill"): while an achievement's backfill runs, the
- * events this step counts for it are recorded, and the history scan skips them.
+ * Backfill seam (docs/achievements.md "Backfill", core/achievements/backfill.ts): while an
+ * achievement's backfill runs, this step counts an event for it only when it claims the event
+ * first; the history scan claims the events it counts the same way.
  */
 import type { Queryable } from '../../adapters/sql/types';
 import { applyEvent } from '../../core/achievements/criteria';
 import { type AchievementEngine, type PartChange } from '../../core/achievements/progress';
+import type { EventLeaf } from '../../core/achievements/criteria';
 import { activeByRefs, type ActiveAchievement } from '../../core/achievements/store';
 import { windowAt } from '../../core/windows';
 import {
@@ -27,7 +29,7 @@ import {
 export interface AchievementsLoaded {
   /** Active achievements by tenant (every one: tenants with any count their active users). */
   byTenant: Map<string, ActiveAchievement[]>;
-  /** Achievements whose backfill is running: the events counted live are recorded for them. */
+  /** Achievements whose backfill runs (`tenant\u0000id`): their events are claimed before counting. */
   backfilling: Set<string>;
 }
 
@@ -60,9 +62,7 @@ export class AchievementStep implements PipelineStep<AchievementsLoaded> {
   async apply(q: Queryable, batch: StepBatch, loaded: AchievementsLoaded): Promise<StepReport> {
     const effects: StepEffect[] = batch.events.map(() => nothing);
     if (loaded.byTenant.size === 0) return { effects };
-    const changes: PartChange[] = [];
-    const eventOf: number[] = [];
-    const live: Array<{ tenant_id: string; achievement_id: string; event_id: string }> = [];
+    const matched: Array<{ i: number; a: ActiveAchievement; leaf: EventLeaf; day: string }> = [];
     const active = new Map<string, { tenant_id: string; user_id: string; at: number }>();
     batch.events.forEach(({ event, view }, i) => {
       const list = loaded.byTenant.get(event.tenant_id);
@@ -74,30 +74,36 @@ export class AchievementStep implements PipelineStep<AchievementsLoaded> {
       const timezone = batch.timezones.get(event.tenant_id);
       if (timezone === undefined) return;
       let day: string | undefined;
-      for (const a of list) {
-        let counted = false;
-        for (const l of a.eventLeaves) {
-          if (!l.matchesType(view.type) || !l.condition.test(view)) continue;
+      for (const a of list)
+        for (const leaf of a.eventLeaves) {
+          if (!leaf.matchesType(view.type) || !leaf.condition.test(view)) continue;
           day ??= windowAt({ type: 'daily', timezone }, event.occurred_at).key;
-          const d = day;
-          changes.push({ a, user_id: event.user_id, part: l.key, apply: (s) => applyEvent(l.leaf, s, d) });
-          eventOf.push(i);
-          counted = true;
+          matched.push({ i, a, leaf, day });
         }
-        if (counted && loaded.backfilling.has(`${a.def.tenant_id}\u0000${a.def.id}`))
-          live.push({ tenant_id: a.def.tenant_id, achievement_id: a.def.id, event_id: event.event_id });
-      }
     });
+    // While an achievement's backfill runs, an event counts here only if this claim is new (the
+    // history scan claims the events it counts the same way): core/achievements/backfill.ts.
+    const claimed = await this.claim(q, batch, matched, loaded.backfilling);
+    const changes: PartChange[] = [];
+    const eventOf: number[] = [];
+    for (const m of matched) {
+      if (claimed && loaded.backfilling.has(`${m.a.def.tenant_id}\u0000${m.a.def.id}`)) {
+        const e = batch.events[m.i]!.event;
+        if (!claimed.has(`${m.a.def.tenant_id}\u0000${m.a.def.id}\u0000${e.event_id}`)) continue;
+      }
+      const { leaf, day } = m;
+      changes.push({
+        a: m.a,
+        user_id: batch.events[m.i]!.event.user_id,
+        part: leaf.key,
+        apply: (s) => applyEvent(leaf.leaf, s, day),
+      });
+      eventOf.push(m.i);
+    }
     const result = await this.engine.advance(q, changes, batch.now);
     result.changed.forEach((c, k) => {
       if (c) effects[eventOf[k]!] = applied;
     });
-    if (live.length)
-      await q.query(
-        `INSERT INTO achievement_backfill_live (tenant_id, achievement_id, event_id)
-         SELECT * FROM unnest($1::text[], $2::text[], $3::text[]) ON CONFLICT DO NOTHING`,
-        [live.map((x) => x.tenant_id), live.map((x) => x.achievement_id), live.map((x) => x.event_id)],
-      );
     const users = [...active.values()];
     if (users.length)
       await q.query(
@@ -108,5 +114,34 @@ export class AchievementStep implements PipelineStep<AchievementsLoaded> {
         [users.map((x) => x.tenant_id), users.map((x) => x.user_id), users.map((x) => x.at)],
       );
     return { effects };
+  }
+
+  /** Claims the matched events of backfilling achievements; the claims that are new, or null when none was needed. */
+  private async claim(
+    q: Queryable,
+    batch: StepBatch,
+    matched: ReadonlyArray<{ i: number; a: ActiveAchievement }>,
+    backfilling: ReadonlySet<string>,
+  ): Promise<Set<string> | null> {
+    if (backfilling.size === 0) return null;
+    const rows = new Map<string, [string, string, string]>();
+    for (const m of matched) {
+      const k = `${m.a.def.tenant_id}\u0000${m.a.def.id}`;
+      if (!backfilling.has(k)) continue;
+      const id = batch.events[m.i]!.event.event_id;
+      rows.set(`${k}\u0000${id}`, [m.a.def.tenant_id, m.a.def.id, id]);
+    }
+    if (rows.size === 0) return null;
+    const r = await q.query<{ tenant_id: string; achievement_id: string; event_id: string }>(
+      `INSERT INTO achievement_backfill_live (tenant_id, achievement_id, event_id)
+       SELECT * FROM unnest($1::text[], $2::text[], $3::text[]) ON CONFLICT DO NOTHING
+       RETURNING tenant_id, achievement_id, event_id`,
+      [
+        [...rows.values()].map((x) => x[0]),
+        [...rows.values()].map((x) => x[1]),
+        [...rows.values()].map((x) => x[2]),
+      ],
+    );
+    return new Set(r.rows.map((x) => `${x.tenant_id}\u0000${x.achievement_id}\u0000${x.event_id}`));
   }
 }
