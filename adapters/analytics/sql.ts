@@ -150,9 +150,9 @@ export class SqlAnalytics implements Analytics {
     const limit = Math.max(0, Math.min(Math.floor(maxUsers), 100_000));
     const r = await this.sql.query<Row>(
       `WITH users AS (
-         SELECT DISTINCT user_id FROM analytics_events
+         SELECT user_id FROM analytics_events
          WHERE tenant_id = $1 AND ($2::text[] IS NULL OR type = ANY($2::text[])) AND user_id COLLATE "C" > $3
-         ORDER BY user_id COLLATE "C" LIMIT $4)
+         GROUP BY user_id ORDER BY user_id COLLATE "C" LIMIT $4)
        SELECT e.tenant_id, e.event_id, e.type, e.user_id, e.occurred_at, e.received_at, e.attrs_json
        FROM analytics_events e JOIN users u ON u.user_id = e.user_id
        WHERE e.tenant_id = $1 AND ($2::text[] IS NULL OR e.type = ANY($2::text[]))

@@ -104,6 +104,9 @@ export class BackfillRefused extends Error {
   }
 }
 
+/** A job that cannot go on (its achievement is gone): it fails. */
+class BackfillGone extends Error {}
+
 export interface BackfillDeps {
   sql: Sql;
   analytics: Analytics;
@@ -114,6 +117,9 @@ export interface BackfillDeps {
   /** Users per chunk (one transaction each). */
   chunkUsers?: number;
 }
+
+/** How long a dry run waits for the analytics sink to reach the pipeline. */
+const DRY_RUN_WAIT_MS = 10_000;
 
 /** The leaf types backfill computes (the others keep their live progress). */
 const BACKFILLED = new Set(['event_count', 'cumulative']);
@@ -216,6 +222,9 @@ export class Backfills {
       try {
         if (await this.advanceJob(job, now)) return true;
       } catch (err) {
+        // A chunk that fails rolls back with its cursor: the job stays where it was and the next
+        // run retries it (a crash, a lost connection). Only a job that cannot go on fails.
+        if (!(err instanceof BackfillGone)) throw err;
         await this.deps.sql.query(
           `UPDATE achievement_backfills SET state = 'failed', error = $4, updated_at = $5, finished_at = $5
            WHERE tenant_id = $1 AND achievement_id = $2 AND id = $3 AND state IN ('pending', 'running')`,
@@ -233,7 +242,7 @@ export class Backfills {
     if (job.state === 'pending') {
       if (!(await this.sinkPastSeam(job.seam ?? {}))) return false;
       const def = await getAchievement(this.deps.sql, job.tenant_id, job.achievement_id);
-      if (!def) throw new Error('the achievement is gone');
+      if (!def) throw new BackfillGone('the achievement is gone');
       await this.deps.sql.query(
         `UPDATE achievement_backfills SET state = 'running', updated_at = $4
          WHERE tenant_id = $1 AND achievement_id = $2 AND id = $3 AND state = 'pending'`,
@@ -249,7 +258,7 @@ export class Backfills {
       const cur = r.rows[0];
       if (!cur) return false;
       const def = await getAchievement(q, cur.tenant_id, cur.achievement_id);
-      if (!def) throw new Error('the achievement is gone');
+      if (!def) throw new BackfillGone('the achievement is gone');
       const a = compiled(def);
       const cursor = cur.cursor ?? '';
       const phase = cursor.startsWith('balances:') ? 'balances' : 'events';
@@ -295,8 +304,8 @@ export class Backfills {
       ];
       const users = await q.query<{ user_id: string; currency_id: string; lifetime_earned: string }>(
         `WITH u AS (
-           SELECT DISTINCT user_id FROM balances WHERE tenant_id = $1 AND currency_id = ANY($2::text[]) AND user_id COLLATE "C" > $3
-           ORDER BY user_id COLLATE "C" LIMIT $4)
+           SELECT user_id FROM balances WHERE tenant_id = $1 AND currency_id = ANY($2::text[]) AND user_id COLLATE "C" > $3
+           GROUP BY user_id ORDER BY user_id COLLATE "C" LIMIT $4)
          SELECT b.user_id, b.currency_id, b.lifetime_earned FROM balances b JOIN u ON u.user_id = b.user_id
          WHERE b.tenant_id = $1 AND b.currency_id = ANY($2::text[]) ORDER BY b.user_id COLLATE "C"`,
         [cur.tenant_id, currencies, after, this.chunkUsers],
@@ -392,6 +401,16 @@ export class Backfills {
   private async dryRun(tenantId: string, achievementId: string, now: number): Promise<BackfillView> {
     const def = await getAchievement(this.deps.sql, tenantId, achievementId);
     if (!def) throw new BackfillRefused('not_found', `Achievement ${achievementId} not found`);
+    // History as of now: what the pipeline has processed, once the analytics sink has it too
+    // (waits up to DRY_RUN_WAIT_MS for the sink, then reads what it has).
+    const o = this.deps.offsets;
+    const seam = await this.deps.sql.query<{ partition: number; next_offset: string }>(
+      'SELECT partition, next_offset FROM consumer_offsets WHERE group_id = $1 AND topic = $2',
+      [o.pipelineGroup, o.topic],
+    );
+    const target = Object.fromEntries(seam.rows.map((x) => [String(x.partition), Number(x.next_offset)]));
+    for (let waited = 0; waited < DRY_RUN_WAIT_MS && !(await this.sinkPastSeam(target)); waited += 50)
+      await new Promise((r) => setTimeout(r, 50));
     const a = compiled(def);
     const states = new Map<string, Map<string, PartState>>();
     const stateOf = (user: string) => {

@@ -523,4 +523,35 @@ describe.each(SHAPES)('achievements [%s]', (shape) => {
     expect((await query(`/v1/achievements/user/ra1/nope`)).status).toBe(404);
     expect((await query('/v1/achievements/user/ra1?completed=maybe')).status).toBe(400);
   });
+
+  it('backfills a new achievement from history with the scheduler role running the job', async () => {
+    await send([ev('bf1', T0, 'hist'), ev('bf1', T0, 'hist'), ev('bf2', T0, 'hist')]);
+    await drained('bf1');
+    await drained('bf2');
+    const dry = await admin('POST', '/v1/achievements', {
+      name: 'History (dry)',
+      criteria: { type: 'event_count', event_type: 'hist', threshold: 2 },
+      backfill: { dry_run: true },
+    });
+    expect([dry.status, dry.body.backfill.would_complete]).toEqual([201, 1]);
+    const r = await admin('POST', '/v1/achievements', {
+      name: 'History',
+      criteria: { type: 'event_count', event_type: 'hist', threshold: 2 },
+      backfill: true,
+    });
+    expect([r.status, r.body.backfill.state]).toEqual([201, 'pending']);
+    await waitFor(
+      async () => (await admin('GET', `/v1/achievements/${r.body.id}/backfill`)).body.state === 'done',
+      {
+        what: 'the backfill job',
+      },
+    );
+    const job = (await admin('GET', `/v1/achievements/${r.body.id}/backfill`)).body;
+    expect(job).toMatchObject({ completed: 1, users_done: 2, users_total: 2, events_read: 3 });
+    expect((await mine('bf1', r.body.id)).completed).toBe(true);
+    expect((await mine('bf2', r.body.id)).progress.current).toBe(1);
+    // Counted once: a live event after the backfill adds one.
+    await send([ev('bf2', T0, 'hist')]);
+    await untilCompleted('bf2', r.body.id);
+  });
 });
