@@ -250,6 +250,22 @@ export class Backfills {
       );
       return true;
     }
+    // The next chunk of history is read before the transaction (in the embedded shape the
+    // analytics tables share the one SQL connection, which the transaction holds); the
+    // transaction then checks that the cursor has not moved (another runner) before writing.
+    const def0 = await getAchievement(this.deps.sql, job.tenant_id, job.achievement_id);
+    if (!def0) throw new BackfillGone('the achievement is gone');
+    const cursor0 = job.cursor ?? '';
+    const types0 = eventTypes(compiled(def0));
+    const history =
+      !cursor0.startsWith('balances:') && types0.length
+        ? await this.deps.analytics.userEventHistory(
+            job.tenant_id,
+            types0.includes('*') ? null : types0,
+            cursor0,
+            this.chunkUsers,
+          )
+        : [];
     return this.deps.sql.tx(async (q) => {
       const r = await q.query<JobRow>(
         `SELECT * FROM achievement_backfills WHERE tenant_id = $1 AND achievement_id = $2 AND id = $3 AND state = 'running' FOR UPDATE SKIP LOCKED`,
@@ -257,21 +273,14 @@ export class Backfills {
       );
       const cur = r.rows[0];
       if (!cur) return false;
+      // Moved by another runner since it was read: read again next time.
+      if ((cur.cursor ?? '') !== cursor0) return true;
       const def = await getAchievement(q, cur.tenant_id, cur.achievement_id);
       if (!def) throw new BackfillGone('the achievement is gone');
       const a = compiled(def);
-      const cursor = cur.cursor ?? '';
+      const cursor = cursor0;
       const phase = cursor.startsWith('balances:') ? 'balances' : 'events';
       if (phase === 'events') {
-        const types = eventTypes(a);
-        const history = types.length
-          ? await this.deps.analytics.userEventHistory(
-              cur.tenant_id,
-              types.includes('*') ? null : types,
-              cursor,
-              this.chunkUsers,
-            )
-          : [];
         if (history.length === 0) {
           await this.setCursor(q, cur, 'balances:', 0, 0, 0, 0, now);
           return true;
