@@ -226,7 +226,9 @@ export class ClickHouseAnalytics implements Analytics {
     const tenant = checkId('tenantId', tenantId);
     const limit = Math.max(0, Math.min(Math.floor(maxUsers), 100_000));
     if (limit === 0 || types?.length === 0) return [];
-    const typeFilter = types ? chsql`AND type IN (${types.map((t) => chsql`${checkId('type', t)}`)})` : chsql``;
+    const typeFilter = types
+      ? chsql`AND type IN (${types.map((t) => chsql`${checkId('type', t)}`)})`
+      : chsql``;
     const rows = await this.select(chsql`
       SELECT tenant_id, event_id, type, user_id, occurred_ms, received_ms, attrs_json
       FROM ${this.events} FINAL

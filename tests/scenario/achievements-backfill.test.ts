@@ -30,7 +30,7 @@ import { waitFor } from '../support/wait';
 
 const T0 = Date.parse('2026-11-20T10:00:00Z');
 const DAY = 86_400_000;
-const HISTORY = Number(process.env.BACKFILL_TEST_EVENTS ?? 10_000);
+const HISTORY = 10_000;
 const USERS = Array.from({ length: 200 }, (_, i) => `u${String(i).padStart(3, '0')}`);
 
 /** A small deterministic generator (the stream is the same in every run). */
