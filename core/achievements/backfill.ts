@@ -194,7 +194,7 @@ export class Backfills {
   /** The achievement's latest backfill, or null. */
   async latest(tenantId: string, achievementId: string): Promise<BackfillView | null> {
     const r = await this.deps.sql.query<JobRow>(
-      `SELECT * FROM achievement_backfills WHERE tenant_id = $1 AND achievement_id = $2 ORDER BY created_at DESC, id DESC LIMIT 1`,
+      `SELECT * FROM achievement_backfills WHERE tenant_id = $1 AND achievement_id = $2 ORDER BY seq DESC LIMIT 1`,
       [tenantId, achievementId],
     );
     return r.rows[0] ? toView(r.rows[0]) : null;
@@ -216,7 +216,7 @@ export class Backfills {
   /** One chunk of one open job; false when no job could move. */
   async step(now: number): Promise<boolean> {
     const open = await this.deps.sql.query<JobRow>(
-      `SELECT * FROM achievement_backfills WHERE state IN ('pending', 'running') ORDER BY created_at, id LIMIT 20`,
+      `SELECT * FROM achievement_backfills WHERE state IN ('pending', 'running') ORDER BY seq LIMIT 20`,
     );
     for (const job of open.rows) {
       try {

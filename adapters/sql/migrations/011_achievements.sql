@@ -85,6 +85,8 @@ CREATE TABLE achievement_backfills (
   created_at     bigint  NOT NULL,
   updated_at     bigint  NOT NULL,
   finished_at    bigint,
+  -- Creation order (jobs created at the same clock reading stay ordered).
+  seq            bigserial,
   PRIMARY KEY (tenant_id, achievement_id, id)
 );
 CREATE INDEX achievement_backfills_open ON achievement_backfills (state) WHERE state IN ('pending', 'running');
