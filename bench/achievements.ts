@@ -34,7 +34,14 @@ async function runBatch(q: Queryable, step: AchievementStep, records: EventRecor
   const fresh = await markProcessed(q, records);
   const events = fresh.map((i) => ({
     index: i,
-    record: { topic: 'ludus.events', partition: 0, offset: offset + i, key: '', value: records[i]!, timestamp: 0 },
+    record: {
+      topic: 'ludus.events',
+      partition: 0,
+      offset: offset + i,
+      key: '',
+      value: records[i]!,
+      timestamp: 0,
+    },
     event: records[i]!,
     view: eventView(records[i]!),
   }));
@@ -100,7 +107,12 @@ async function main() {
       case 0:
         return { type: 'event_count', event_type: type, threshold: 5 + i };
       case 1:
-        return { type: 'event_count', event_type: type, conditions: { mode: { eq: 'ranked' } }, threshold: 3 + i };
+        return {
+          type: 'event_count',
+          event_type: type,
+          conditions: { mode: { eq: 'ranked' } },
+          threshold: 3 + i,
+        };
       case 2:
         return { type: 'streak', event_type: type, threshold: 3 + (i % 4) };
       case 3:
@@ -109,7 +121,11 @@ async function main() {
           operator: 'and',
           conditions: [
             { type: 'event_count', event_type: type, threshold: 10 },
-            { type: 'combined', operator: 'and', conditions: [{ type: 'streak', event_type: 'login', threshold: 2 }] },
+            {
+              type: 'combined',
+              operator: 'and',
+              conditions: [{ type: 'streak', event_type: 'login', threshold: 2 }],
+            },
           ],
         };
       default:
@@ -128,11 +144,18 @@ async function main() {
   const analytics = new SqlAnalytics(sql);
   const hist = events('hist', n, 2);
   for (let i = 0; i < hist.length; i += 1000)
-    await analytics.insertEvents(hist.slice(i, i + 1000).map(({ actor_metadata_json: _a, subject_json: _s, ...e }) => e));
+    await analytics.insertEvents(
+      hist.slice(i, i + 1000).map(({ actor_metadata_json: _a, subject_json: _s, ...e }) => e),
+    );
   await sql.query(
     `INSERT INTO tenants (id, name, jwt_secret_enc, hmac_secret_enc, created_at, updated_at) VALUES ('hist', 'hist', 'x', 'x', now(), now())`,
   );
-  const v = validateCriteria({ type: 'event_count', event_type: 'play', conditions: { mode: { eq: 'ranked' } }, threshold: 5 });
+  const v = validateCriteria({
+    type: 'event_count',
+    event_type: 'play',
+    conditions: { mode: { eq: 'ranked' } },
+    threshold: 5,
+  });
   if (!v.ok) throw new Error(v.error);
   const a = await createAchievement(sql, random, 'hist', { name: 'h', criteria: v.criteria }, BASE);
   const backfills = new Backfills({
@@ -154,8 +177,19 @@ async function main() {
       {
         note: 'PGlite in one process; busy machine, 5 builders running',
         events: n,
-        step_events_per_s: { baseline_no_achievements: Math.round(baseline), with_50_achievements: Math.round(withAchievements), ratio: +(withAchievements / baseline).toFixed(2) },
-        backfill: { events_read: job?.events_read, users: job?.users_done, completed: job?.completed, seconds: +s.toFixed(2), events_per_s: Math.round((job?.events_read ?? 0) / s), users_per_s: Math.round((job?.users_done ?? 0) / s) },
+        step_events_per_s: {
+          baseline_no_achievements: Math.round(baseline),
+          with_50_achievements: Math.round(withAchievements),
+          ratio: +(withAchievements / baseline).toFixed(2),
+        },
+        backfill: {
+          events_read: job?.events_read,
+          users: job?.users_done,
+          completed: job?.completed,
+          seconds: +s.toFixed(2),
+          events_per_s: Math.round((job?.events_read ?? 0) / s),
+          users_per_s: Math.round((job?.users_done ?? 0) / s),
+        },
       },
       null,
       2,

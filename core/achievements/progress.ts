@@ -84,17 +84,17 @@ export class AchievementEngine {
     if (changes.length === 0) return { changed, completed: [] };
     const pairs = new Map<string, { a: ActiveAchievement; user_id: string }>();
     for (const c of changes) pairs.set(pairId(c.a.def.tenant_id, c.a.def.id, c.user_id), c);
-    // One writer per (achievement, user) at a time: a pipeline batch and a reaction in another
-    // transaction (an admin grant's credit) may advance different parts of the same pair, and
-    // each must see the other's before judging completion. Taken in one order (by lock id).
+    // One writer per (tenant, user)'s achievements at a time: a pipeline batch and a reaction in
+    // another transaction (an admin grant's credit) may advance different parts of the same
+    // achievement, and each must see the other's before judging completion. One lock per user
+    // (not per achievement: a batch touches many achievements of each user), in one order.
+    const users = new Set(
+      [...pairs.values()].map((p) => JSON.stringify(['achievements', p.a.def.tenant_id, p.user_id])),
+    );
     await q.query(
       `SELECT pg_advisory_xact_lock(h) FROM (
          SELECT DISTINCT hashtextextended(k, 0) AS h FROM unnest($1::text[]) AS k ORDER BY h) s`,
-      [
-        [...pairs.values()].map((p) =>
-          JSON.stringify(['achievement', p.a.def.tenant_id, p.a.def.id, p.user_id]),
-        ),
-      ],
+      [[...users]],
     );
     const done = await completedPairs(q, [...pairs.values()]);
     for (const k of done) pairs.delete(k);
