@@ -193,6 +193,8 @@ export interface AchievementCompleted {
   name: string;
   /** The achievement's reward config, or null. */
   reward_config_id: string | null;
+  /** The reward items the completion granted (through the reward config), in grant order; empty when none. */
+  items: Array<{ item_id: string; name: string; reward_type: string; payload: Record<string, unknown> }>;
   now: number;
 }
 

@@ -250,6 +250,28 @@ export const outboxReactions: Reactions = {
         })),
       );
     },
+    'achievement.completed': async (q, facts) => {
+      // AchievementCompletedEvent (core/webhooks/events.ts); once per user and achievement.
+      await enqueueMany(
+        q,
+        facts.map((f) => ({
+          tenant_id: f.tenant_id,
+          event_type: 'achievement.completed',
+          dedupe_key: `achievement.completed:${f.achievement_id}:${f.user_id}`,
+          created_at: f.now,
+          payload: {
+            event_type: 'achievement.completed',
+            tenant_id: f.tenant_id,
+            timestamp: iso(f.now),
+            user_id: f.user_id,
+            achievement_id: f.achievement_id,
+            achievement_name: f.name,
+            completed_at: iso(f.now),
+            items: f.items,
+          },
+        })),
+      );
+    },
     'coupon.redeemed': async (q, facts) => {
       await enqueueMany(
         q,

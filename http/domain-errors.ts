@@ -11,6 +11,7 @@
  */
 import { AddressCheckUnavailable, AddressRefused } from '../core/webhooks/address';
 import { CouponError } from '../core/coupons/errors';
+import { BackfillRefused } from '../core/achievements/backfill';
 import { WindowNotFound } from '../core/leaderboards/queries';
 import { StreakError } from '../core/streaks/definitions';
 import { TenancyError } from '../core/tenancy/store';
@@ -98,6 +99,16 @@ export const MAPPINGS: readonly Mapping<Error>[] = [
   }),
   // Leaderboard queries: a window key that names no window of the board.
   mapping({ type: WindowNotFound, answer: (err) => errors.notFound(err.message) }),
+  // Achievement backfills: criteria it cannot compute yet, one already running, no achievement.
+  mapping({
+    type: BackfillRefused,
+    answer: (err) =>
+      err.kind === 'busy'
+        ? errors.conflict(err.message)
+        : err.kind === 'not_found'
+          ? errors.notFound(err.message)
+          : errors.validation(`backfill: ${err.message}`),
+  }),
   // Webhook registration (body.url): an address that may not receive deliveries ...
   mapping({ type: AddressRefused, answer: (err) => errors.validation(`body.url: ${err.message}`) }),
   // ... or a check that could not finish (DNS): nothing was registered, fail closed.

@@ -12,6 +12,7 @@ import { closeWindowsJob, purgeDedupeJob } from '../scheduler/jobs';
 import { expireOrdersJob } from '../scheduler/store';
 import { FulfilmentWorker } from '../dispatcher/fulfilment';
 import { streakDeadlinesJob } from '../scheduler/streaks';
+import { achievementBackfillJob } from '../scheduler/achievements';
 import { Dispatcher } from '../dispatcher/dispatcher';
 import { webhookRetentionJob } from '../dispatcher/retention';
 import { startProcessor } from '../processors/framework';
@@ -111,6 +112,7 @@ export async function startRoles(ctx: AppContext, roles: Role[] = ctx.config.rol
         clock: ctx.clock,
         log,
         metrics: ctx.metrics,
+        achievements: ctx.services.achievements,
       });
       consumers.push(await startProcessor({ ...ctx.adapters, log, metrics: ctx.metrics }, pipeline));
     }
@@ -133,6 +135,7 @@ export async function startRoles(ctx: AppContext, roles: Role[] = ctx.config.rol
             granter: ctx.services.granter,
             log,
           }),
+          achievementBackfillJob({ backfills: ctx.services.backfills, log }),
         ],
         config.schedulerIntervalMs,
       );

@@ -6,6 +6,7 @@ import { LeaderboardQueries } from '../core/leaderboards/queries';
 import { getConfig, rankTiersView } from '../core/rewards/configs';
 import { ingestRoutes } from '../ingest/routes';
 import { closingDeps, type AppContext } from './context';
+import { achievementRoutes } from '../api/achievements/admin';
 import { authRoutes } from '../api/auth/routes';
 import type { RouteSpec } from '../http/route';
 import { leaderboardAdminRoutes } from '../api/leaderboards/admin';
@@ -70,6 +71,7 @@ export function allRoutes(ctx: AppContext): RouteSpec[] {
     ...storeQueryRoutes(store),
     ...streakAdminRoutes({ sql, clock, random: ctx.random }),
     ...streakQueryRoutes({ sql, clock }),
+    ...achievementRoutes({ sql, clock, random: ctx.random, backfills: services.backfills }),
     ...webhookAdminRoutes({
       sql,
       clock,

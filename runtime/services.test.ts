@@ -20,22 +20,22 @@ function compose() {
 describe('feature reactions', () => {
   it('subscribe the outbox first, then tiers, levels and payouts', () => {
     const { facts } = compose();
-    expect(facts.subscribersOf('wallet.credited')).toEqual(['outbox', 'tiers', 'levels']);
+    expect(facts.subscribersOf('wallet.credited')).toEqual(['outbox', 'tiers', 'levels', 'achievements']);
     expect(facts.subscribersOf('wallet.debited')).toEqual(['outbox']);
     expect(facts.subscribersOf('tier.changed')).toEqual(['outbox']);
     expect(facts.subscribersOf('level.reached')).toEqual(['levels']);
-    expect(facts.subscribersOf('leaderboard.rank_finalized')).toEqual(['leaderboard-payouts', 'coupons']);
-    expect(facts.subscribersOf('achievement.completed')).toEqual(['coupons']);
-    expect(facts.subscribersOf('streak.milestone_reached')).toEqual(['outbox', 'coupons']);
+    expect(facts.subscribersOf('leaderboard.rank_finalized')).toEqual([
+      'leaderboard-payouts',
+      'coupons',
+      'achievements',
+    ]);
+    expect(facts.subscribersOf('achievement.completed')).toEqual(['outbox', 'coupons']);
+    expect(facts.subscribersOf('streak.milestone_reached')).toEqual(['outbox', 'coupons', 'achievements']);
     expect(facts.subscribersOf('order.moved')).toEqual(['outbox']);
     expect(facts.subscribersOf('coupon.redeemed')).toEqual(['outbox']);
     expect(facts.subscribersOf('coupon.generated')).toEqual(['outbox']);
     expect(facts.subscribersOf('leaderboard.window_completed')).toEqual(['outbox']);
-    for (const f of [
-      'streak.broken',
-      'streak.freeze_used',
-      'streak.at_risk',
-    ] as const)
+    for (const f of ['streak.broken', 'streak.freeze_used', 'streak.at_risk'] as const)
       expect(facts.subscribersOf(f)).toEqual(['outbox']);
   });
 

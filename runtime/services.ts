@@ -11,6 +11,11 @@ import { SecretBox } from '../core/tenancy/secrets';
 import { TenantStore } from '../core/tenancy/store';
 import { FactBus, type Reactions } from '../core/facts';
 import { couponReactions } from '../core/coupons/auto';
+import { AchievementEngine, achievementReactions } from '../core/achievements/progress';
+import { Backfills } from '../core/achievements/backfill';
+import { ANALYTICS_GROUP } from '../processors/analytics-sink/sink';
+import { PIPELINE_GROUP } from '../processors/pipeline/pipeline';
+import { EVENTS_TOPIC } from '../schemas/topics';
 import { payoutReactions } from '../core/leaderboards/payout';
 import { levelReactions } from '../core/levels/levels';
 import { outboxReactions } from '../core/outbox';
@@ -48,6 +53,10 @@ export interface Services {
   webhooks: WebhookStore;
   /** Board definitions and window rows of the query routes, cached like tenant credentials. */
   leaderboards: LeaderboardCache;
+  /** Achievement progress and completion, for the pipeline step and backfill. */
+  achievements: AchievementEngine;
+  /** Achievement backfill jobs (started by the admin API, run by the scheduler role). */
+  backfills: Backfills;
 }
 
 export async function openRateLimiter(config: Config): Promise<RateLimiter> {
@@ -83,6 +92,7 @@ export function featureReactions(
     levelReactions(facts, granter),
     payoutReactions(granter),
     couponReactions(facts, random),
+    achievementReactions(new AchievementEngine(facts, granter)),
   ];
 }
 
@@ -114,6 +124,18 @@ export function buildServices(
   facts.register(...featureReactions(facts, granter, random));
   const webhooks = new WebhookStore(adapters.sql, box, clock);
   const leaderboards = new LeaderboardCache({ clock, ttlMs: config.tenantCacheMs });
+  const achievements = new AchievementEngine(facts, granter);
+  const backfills = new Backfills({
+    sql: adapters.sql,
+    analytics: adapters.analytics,
+    engine: achievements,
+    random,
+    offsets: {
+      topic: adapters.eventLog.physicalName(EVENTS_TOPIC),
+      pipelineGroup: PIPELINE_GROUP,
+      sinkGroup: ANALYTICS_GROUP,
+    },
+  });
   return {
     tenants,
     auth,
@@ -126,5 +148,7 @@ export function buildServices(
     store,
     webhooks,
     leaderboards,
+    achievements,
+    backfills,
   };
 }

@@ -217,6 +217,38 @@ export class ClickHouseAnalytics implements Analytics {
     return rows.map((r) => eventCount(r.day, r.type, r.events, r.users));
   }
 
+  async userEventHistory(
+    tenantId: string,
+    types: readonly string[] | null,
+    afterUser: string,
+    maxUsers: number,
+  ): Promise<AnalyticsEvent[]> {
+    const tenant = checkId('tenantId', tenantId);
+    const limit = Math.max(0, Math.min(Math.floor(maxUsers), 100_000));
+    if (limit === 0 || types?.length === 0) return [];
+    const typeFilter = types
+      ? chsql`AND type IN (${types.map((t) => chsql`${checkId('type', t)}`)})`
+      : chsql``;
+    const rows = await this.select(chsql`
+      SELECT tenant_id, event_id, type, user_id, occurred_ms, received_ms, attrs_json
+      FROM ${this.events} FINAL
+      WHERE tenant_id = ${tenant} ${typeFilter}
+        AND user_id IN (
+          SELECT DISTINCT user_id FROM ${this.events}
+          WHERE tenant_id = ${tenant} ${typeFilter} AND user_id > ${afterUser}
+          ORDER BY user_id ASC LIMIT ${limit})
+      ORDER BY user_id ASC, occurred_ms ASC, event_id ASC`);
+    return rows.map((r) => ({
+      tenant_id: String(r.tenant_id),
+      event_id: String(r.event_id),
+      type: String(r.type),
+      user_id: String(r.user_id),
+      occurred_at: toSafeInt('occurred_ms', r.occurred_ms),
+      received_at: toSafeInt('received_ms', r.received_ms),
+      attrs_json: String(r.attrs_json),
+    }));
+  }
+
   async transactionTotals(tenantId: string, currencyId: string): Promise<Map<string, number>> {
     const tenant = checkId('tenantId', tenantId);
     const currency = checkId('currencyId', currencyId);

@@ -140,6 +140,36 @@ export class SqlAnalytics implements Analytics {
     return r.rows.map((x) => eventCount(x.day, x.type, x.events, x.users));
   }
 
+  async userEventHistory(
+    tenantId: string,
+    types: readonly string[] | null,
+    afterUser: string,
+    maxUsers: number,
+  ): Promise<AnalyticsEvent[]> {
+    const tenant = checkId('tenantId', tenantId);
+    const limit = Math.max(0, Math.min(Math.floor(maxUsers), 100_000));
+    const r = await this.sql.query<Row>(
+      `WITH users AS (
+         SELECT user_id FROM analytics_events
+         WHERE tenant_id = $1 AND ($2::text[] IS NULL OR type = ANY($2::text[])) AND user_id COLLATE "C" > $3
+         GROUP BY user_id ORDER BY user_id COLLATE "C" LIMIT $4)
+       SELECT e.tenant_id, e.event_id, e.type, e.user_id, e.occurred_at, e.received_at, e.attrs_json
+       FROM analytics_events e JOIN users u ON u.user_id = e.user_id
+       WHERE e.tenant_id = $1 AND ($2::text[] IS NULL OR e.type = ANY($2::text[]))
+       ORDER BY e.user_id COLLATE "C", e.occurred_at, e.event_id COLLATE "C"`,
+      [tenant, types ? [...types] : null, afterUser, limit],
+    );
+    return r.rows.map((x) => ({
+      tenant_id: String(x.tenant_id),
+      event_id: String(x.event_id),
+      type: String(x.type),
+      user_id: String(x.user_id),
+      occurred_at: Number(x.occurred_at),
+      received_at: Number(x.received_at),
+      attrs_json: String(x.attrs_json),
+    }));
+  }
+
   async transactionTotals(tenantId: string, currencyId: string): Promise<Map<string, number>> {
     const tenant = checkId('tenantId', tenantId);
     const currency = checkId('currencyId', currencyId);

@@ -73,6 +73,17 @@ export interface Analytics {
    */
   eventCounts(tenantId: string, from: number, to: number): Promise<EventCount[]>;
   /**
+   * Event history by user (achievement backfill): a tenant's events of `types` (null: every type)
+   * of the first `maxUsers` users whose user_id is after `afterUser` (byte order; '' for the
+   * first), deduplicated on event_id, ordered by user_id (byte order), occurred_at, event_id.
+   */
+  userEventHistory(
+    tenantId: string,
+    types: readonly string[] | null,
+    afterUser: string,
+    maxUsers: number,
+  ): Promise<AnalyticsEvent[]>;
+  /**
    * Sum of transaction amounts per user for a tenant and currency, deduplicated. Map entries in
    * user_id byte order. Rejects (throws) rather than round a total beyond 2^53 - 1.
    */

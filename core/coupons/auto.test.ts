@@ -97,6 +97,7 @@ describe('coupon auto generation [PGlite]', () => {
       achievement_id,
       name: 'First',
       reward_config_id: null,
+      items: [],
       now: NOW,
     });
     await sql.tx((q) => facts.emit(q, 'achievement.completed', [fact('ann', 'a1'), fact('bob', 'a2')]));

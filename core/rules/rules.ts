@@ -82,9 +82,17 @@ function entry(path: string, op: string, value: unknown): Condition {
   return c;
 }
 
-/** `{path: {op: v}}` is already the canonical condition (absent: no condition). */
-export function fromPathMap(c: Condition | undefined | null): Condition | undefined {
-  return c ?? undefined;
+/**
+ * `{path: {op: v}}` is already the canonical condition (absent: no condition). With `bareNames:
+ * 'attrs'` (achievement conditions), a key without a known root is an attribute path (`level` ->
+ * `attrs.level`); anything that is not an object is passed on as it is (validation refuses it).
+ */
+export function fromPathMap(c: Condition | undefined | null, opts: FieldOptions = {}): Condition | undefined {
+  if (c === undefined || c === null) return undefined;
+  if (opts.bareNames !== 'attrs' || typeof c !== 'object' || Array.isArray(c)) return c;
+  const out: Condition = {};
+  for (const k of Object.keys(c)) setOwn(out, fieldPath(k, opts), c[k]);
+  return out;
 }
 
 /** `{field, op, value}` as the canonical condition `{path: {op: value}}`. */
@@ -128,9 +136,9 @@ export function validateField(field: string, where: string, opts: FieldOptions =
   return err ? `${where}.${path}: ${err}` : null;
 }
 
-/** Validation of a `{path: {op: v}}` condition: a message under `where`, or null. */
-export function validatePathMap(c: unknown, where: string): string | null {
-  return validateConditions(c, where);
+/** Validation of a `{path: {op: v}}` condition (read with `opts`, as `fromPathMap`): a message under `where`, or null. */
+export function validatePathMap(c: unknown, where: string, opts: FieldOptions = {}): string | null {
+  return validateConditions(opts.bareNames === 'attrs' ? fromPathMap(c as Condition, opts) : c, where);
 }
 
 /** Validation of one `{field, op, value}`, checked as the condition it becomes. */

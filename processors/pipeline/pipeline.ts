@@ -8,6 +8,7 @@
 import type { EventLog } from '../../adapters/eventlog/types';
 import type { RankIndex } from '../../adapters/ranks/types';
 import type { Queryable, Sql } from '../../adapters/sql/types';
+import type { AchievementEngine } from '../../core/achievements/progress';
 import type { Clock } from '../../core/clock';
 import { markProcessed } from '../../core/events/processed';
 import { eventView } from '../../core/leaderboards/definition';
@@ -18,6 +19,7 @@ import type { Logger } from '../../shared/logger';
 import type { Metrics } from '../../shared/metrics';
 import { EVENTS_TOPIC, type EventRecord } from '../../schemas/topics';
 import { skip, type Outcome, type Processor } from '../framework';
+import { AchievementStep } from './achievements';
 import { EarningStep } from './earning';
 import { RankSync } from './rank-sync';
 import { ScoringStep } from './scoring';
@@ -37,6 +39,8 @@ export interface PipelineDeps {
   clock: Clock;
   log: Logger;
   metrics?: Metrics;
+  /** Achievement progress and completion (core/achievements/progress.ts). */
+  achievements: AchievementEngine;
 }
 
 /** The steps of the pipeline, in order: a new feature adds its step here. */
@@ -45,6 +49,7 @@ export function pipelineSteps(deps: PipelineDeps, rankSync: RankSync): AnyStep[]
     new ScoringStep(rankSync),
     new EarningStep(deps.wallet),
     new StreakStep({ facts: deps.facts, granter: deps.granter }),
+    new AchievementStep(deps.achievements),
   ];
 }
 

@@ -4,6 +4,217 @@
  * Each type is the value after validation: properties with a default are present.
  */
 
+/** achievement.backfill (schemas/http/achievement.backfill.json) */
+
+export interface AchievementBackfill {
+  /**
+   * Only count who would complete it; change nothing
+   */
+  dry_run: boolean;
+}
+
+/** achievement.backfill.view (schemas/http/achievement.backfill.view.json) */
+
+export interface AchievementBackfillView {
+  backfill_id: string;
+  achievement_id: string;
+  dry_run: boolean;
+  /**
+   * pending: waiting for its seam with live processing; running; done; failed (error says why)
+   */
+  state: 'pending' | 'running' | 'done' | 'failed';
+  users_done: number;
+  /**
+   * Known once the history has been read
+   */
+  users_total: number | null;
+  events_read: number;
+  /**
+   * Users whose progress from history meets the criteria
+   */
+  would_complete: number;
+  /**
+   * Users the run completed (0 for a dry run)
+   */
+  completed: number;
+  error: string | null;
+  created_at: string;
+  updated_at: string;
+  finished_at: string | null;
+}
+
+/** achievement.create (schemas/http/achievement.create.json) */
+
+export interface AchievementCreate {
+  name: string;
+  description?: string | null;
+  /**
+   * The badge shown for the achievement; a completion records it as owned
+   */
+  badge_url?: string | null;
+  /**
+   * Criteria, one of: event_count {type, event_type, conditions?, threshold}; cumulative {type, metric (a currency id: lifetime earned), threshold}; streak_milestone {type, streak_id, threshold}; leaderboard_rank {type, leaderboard_id, threshold (a final rank at or above it)}; streak {type, event_type, conditions?, threshold (consecutive days), reset_on_failure? (default true)}; combined {type, operator: "and", conditions: [criteria]} (nested up to 5 levels, at most 20 leaves). conditions map a field path (a bare name is an attribute: level means attrs.level) to operators {eq|ne|gt|gte|lt|lte|in: value}. Checked field by field: a fault names its path, e.g. body.criteria.conditions[1].threshold.
+   */
+  criteria: {
+    [k: string]: unknown;
+  };
+  /**
+   * Reward config whose tiers' item_ids are granted once on completion
+   */
+  reward_config_id?: string | null;
+  active: boolean;
+  /**
+   * true: start a backfill job over history after creation; {dry_run: true}: answer how many users would complete it now, changing nothing
+   */
+  backfill?:
+    | boolean
+    | {
+        dry_run?: boolean;
+      };
+}
+
+/** achievement.list.query (schemas/http/achievement.list.query.json) */
+
+export interface AchievementListQuery {
+  /**
+   * Only active (true) or only deactivated (false) achievements; both when absent
+   */
+  active?: boolean;
+  limit: number;
+  offset: number;
+}
+
+/** achievement.list.view (schemas/http/achievement.list.view.json) */
+
+/**
+ * The tenant's achievements, oldest first.
+ */
+export interface AchievementListView {
+  achievements: AchievementView[];
+  total: number;
+  limit: number;
+  offset: number;
+}
+
+/** achievement.progress.view (schemas/http/achievement.progress.view.json) */
+
+export interface AchievementProgressView {
+  type: 'event_count' | 'cumulative' | 'streak_milestone' | 'leaderboard_rank' | 'streak' | 'combined';
+  /**
+   * Capped at target. combined: parts met
+   */
+  current: number;
+  /**
+   * The threshold (leaderboard_rank: 1; combined: number of parts)
+   */
+  target: number;
+  /**
+   * combined: the mean of its parts' percentages
+   */
+  percentage: number;
+  met: boolean;
+  /**
+   * leaderboard_rank: the best final rank so far
+   */
+  best_rank?: number | null;
+  /**
+   * streak: the current run of days (current is the longest run)
+   */
+  current_run?: number;
+  /**
+   * combined: each part's progress
+   */
+  parts?: AchievementProgressView[];
+}
+
+/** achievement.update (schemas/http/achievement.update.json) */
+
+export interface AchievementUpdate {
+  name?: string;
+  description?: string | null;
+  /**
+   * The badge shown for the achievement; a completion records it as owned
+   */
+  badge_url?: string | null;
+  /**
+   * Criteria, one of: event_count {type, event_type, conditions?, threshold}; cumulative {type, metric (a currency id: lifetime earned), threshold}; streak_milestone {type, streak_id, threshold}; leaderboard_rank {type, leaderboard_id, threshold (a final rank at or above it)}; streak {type, event_type, conditions?, threshold (consecutive days), reset_on_failure? (default true)}; combined {type, operator: "and", conditions: [criteria]} (nested up to 5 levels, at most 20 leaves). conditions map a field path (a bare name is an attribute: level means attrs.level) to operators {eq|ne|gt|gte|lt|lte|in: value}. Checked field by field: a fault names its path, e.g. body.criteria.conditions[1].threshold.
+   */
+  criteria?: {
+    [k: string]: unknown;
+  };
+  /**
+   * Reward config whose tiers' item_ids are granted once on completion
+   */
+  reward_config_id?: string | null;
+  active?: boolean;
+}
+
+/** achievement.user.list.view (schemas/http/achievement.user.list.view.json) */
+
+export interface AchievementUserListView {
+  tenant_id: string;
+  user_id: string;
+  achievements: AchievementUserView[];
+  total: number;
+}
+
+/** achievement.user.query (schemas/http/achievement.user.query.json) */
+
+export interface AchievementUserQuery {
+  /**
+   * Only completed (true) or only open (false) achievements
+   */
+  completed?: boolean;
+}
+
+/** achievement.user.view (schemas/http/achievement.user.view.json) */
+
+export interface AchievementUserView {
+  achievement_id: string;
+  name: string;
+  description: string | null;
+  badge_url: string | null;
+  completed: boolean;
+  completed_at: string | null;
+  progress: AchievementProgressView;
+  /**
+   * Share of the tenant's active users (an event in the last 30 days) who completed it
+   */
+  rarity: {
+    completed_users: number;
+    active_users: number;
+    percentage: number;
+  };
+}
+
+/** achievement.view (schemas/http/achievement.view.json) */
+
+export interface AchievementView {
+  id: string;
+  tenant_id: string;
+  name: string;
+  description: string | null;
+  badge_url: string | null;
+  /**
+   * As created (defaults filled: a streak's reset_on_failure)
+   */
+  criteria: {
+    [k: string]: unknown;
+  };
+  reward_config_id: string | null;
+  active: boolean;
+  /**
+   * Bumped by every update; progress counts under the criteria of the current version
+   */
+  version: number;
+  created_at: string;
+  updated_at: string;
+  /**
+   * Only in the answer to a create with backfill: the job started, or the dry run's result
+   */
+  backfill?: AchievementBackfillView;
+}
+
 /** apikey.create (schemas/http/apikey.create.json) */
 
 export interface ApikeyCreate {
@@ -3850,6 +4061,17 @@ export interface WindowCloseView {
 
 /** Every schema id and the type of a value it validates. */
 export interface HttpSchemas {
+  'achievement.backfill': AchievementBackfill;
+  'achievement.backfill.view': AchievementBackfillView;
+  'achievement.create': AchievementCreate;
+  'achievement.list.query': AchievementListQuery;
+  'achievement.list.view': AchievementListView;
+  'achievement.progress.view': AchievementProgressView;
+  'achievement.update': AchievementUpdate;
+  'achievement.user.list.view': AchievementUserListView;
+  'achievement.user.query': AchievementUserQuery;
+  'achievement.user.view': AchievementUserView;
+  'achievement.view': AchievementView;
   'apikey.create': ApikeyCreate;
   'apikey.created.view': ApikeyCreatedView;
   'apikey.list.view': ApikeyListView;

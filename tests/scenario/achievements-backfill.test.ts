@@ -1,0 +1,325 @@
+/**
+ * Achievement backfill in both shapes (docs/achievements.md "Backfill"): a history of 10,000
+ * events, then
+ * - a dry run whose count of users who would complete equals the real run's completions and the
+ *   reference model's (tests/support/achievements-reference.ts);
+ * - an achievement created with a backfill while events keep arriving: afterwards every user's
+ *   progress equals the reference model's over the whole stream (no event counted twice or missed
+ *   at the seam), cumulative parts from balances included;
+ * - a job whose run dies halfway (a chunk's transaction fails and its runner is gone), resumed by
+ *   a new runner: the same result.
+ * The app runs without the scheduler role, so the test is the job runner and decides when it runs
+ * (the scheduler's job, scheduler/achievements.ts, runs in tests/scenario/achievements.test.ts).
+ */
+import { Backfills } from '../../core/achievements/backfill';
+import type { AchievementEngine } from '../../core/achievements/progress';
+import { ManualClock } from '../../core/clock';
+import { ANALYTICS_GROUP } from '../../processors/analytics-sink/sink';
+import { PIPELINE_GROUP } from '../../processors/pipeline/pipeline';
+import { EVENTS_TOPIC } from '../../schemas/topics';
+import { referenceAchievements, type RefCriterion, type RefEvent } from '../support/achievements-reference';
+import {
+  call,
+  SHAPES,
+  startTestApp,
+  tenantWithCredentials,
+  type TenantInfo,
+  type TestApp,
+} from '../support/app';
+import { waitFor } from '../support/wait';
+
+const T0 = Date.parse('2026-11-20T10:00:00Z');
+const DAY = 86_400_000;
+const HISTORY = 10_000;
+const USERS = Array.from({ length: 200 }, (_, i) => `u${String(i).padStart(3, '0')}`);
+
+/** A small deterministic generator (the stream is the same in every run). */
+function lcg(seed: number) {
+  let s = seed >>> 0;
+  return (n: number) => {
+    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
+    return (s >>> 8) % n;
+  };
+}
+
+describe.each(SHAPES)('achievement backfill [%s]', (shape) => {
+  let app: TestApp;
+  let tenant: TenantInfo;
+  let key: string;
+  let token: string;
+  const clock = new ManualClock(T0);
+
+  beforeAll(async () => {
+    app = await startTestApp(shape, {
+      clock,
+      roles: 'ingest,api,processors,analytics',
+      env: { LUDUS_RATE_LIMIT_ADMIN: 'off', LUDUS_RATE_LIMIT_INGEST: 'off', LUDUS_RATE_LIMIT_QUERY: 'off' },
+    });
+    ({ tenant, key, token } = await tenantWithCredentials(app));
+    const c = await admin('POST', '/v1/wallet/currencies', {
+      id: 'coins',
+      name: 'Coins',
+      is_spendable: true,
+      decimal_places: 0,
+    });
+    expect(c.status).toBe(201);
+  }, 120_000);
+  afterAll(() => app.stop());
+
+  const admin = (method: string, path: string, body?: unknown) =>
+    call(method, `${app.url.admin}${path}${path.includes('?') ? '&' : '?'}tenant_id=${tenant.id}`, {
+      headers: { 'x-api-key': key },
+      body,
+    });
+  const stream: RefEvent[] = [];
+  const next = lcg(shape === 'embedded' ? 7 : 11);
+  let seq = 0;
+  /** `n` new events (and a few retries of earlier ones), appended to `stream`, sent in bulk requests. */
+  const sendEvents = async (n: number, at: number) => {
+    const batch: RefEvent[] = [];
+    for (let i = 0; i < n; i++) {
+      const user = USERS[next(USERS.length)]!;
+      const r = next(10);
+      const e: RefEvent = {
+        event_id: `bf-${shape}-${++seq}`,
+        user_id: user,
+        type: r < 6 ? 'play' : 'other',
+        occurred_at: at - next(20) * DAY,
+        attrs: { mode: r % 2 === 0 ? 'x' : 'y' },
+      };
+      batch.push(e);
+      if (next(50) === 0) batch.push(e); // a client retry of the same event
+    }
+    stream.push(...batch);
+    for (let i = 0; i < batch.length; i += 100) {
+      const events = batch.slice(i, i + 100).map((e) => ({
+        event_id: e.event_id,
+        type: e.type,
+        actor: { user_id: e.user_id },
+        occurred_at: new Date(e.occurred_at).toISOString(),
+        attrs: e.attrs,
+      }));
+      const r = await call('POST', `${app.url.ingest}/v1/events/bulk`, {
+        headers: { authorization: `Bearer ${token}` },
+        body: { events },
+      });
+      expect([r.status, r.body.failed]).toEqual([202, 0]);
+    }
+  };
+  /** Waits until the pipeline has processed every event sent so far. */
+  const drained = () =>
+    waitFor(
+      async () => {
+        const r = await app.ctx.adapters.sql.query<{ n: string }>(
+          'SELECT count(*) AS n FROM processed_events WHERE tenant_id = $1',
+          [tenant.id],
+        );
+        return Number(r.rows[0]!.n) === new Set(stream.map((e) => e.event_id)).size;
+      },
+      {
+        what: 'the pipeline has every event',
+        timeoutMs: 120_000,
+        intervalMs: 200,
+        describe: async () => {
+          const r = await app.ctx.adapters.sql.query<{ n: string }>(
+            'SELECT count(*) AS n FROM processed_events WHERE tenant_id = $1',
+            [tenant.id],
+          );
+          return `processed ${r.rows[0]!.n} of ${new Set(stream.map((e) => e.event_id)).size}`;
+        },
+      },
+    );
+  const runner = (engine: AchievementEngine = app.ctx.services.achievements, chunkUsers = 40) =>
+    new Backfills({
+      sql: app.ctx.adapters.sql,
+      analytics: app.ctx.adapters.analytics,
+      engine,
+      random: app.ctx.random,
+      offsets: {
+        topic: app.ctx.adapters.eventLog.physicalName(EVENTS_TOPIC),
+        pipelineGroup: PIPELINE_GROUP,
+        sinkGroup: ANALYTICS_GROUP,
+      },
+      chunkUsers,
+    });
+  /** Runs backfill jobs until the achievement's latest job is done. */
+  const runUntilDone = async (id: string, r = runner()) =>
+    waitFor(
+      async () => {
+        await r.runFor(clock.now(), 500);
+        const b = (await admin('GET', `/v1/achievements/${id}/backfill`)).body;
+        return b.state === 'done' ? b : null;
+      },
+      { what: `backfill of ${id}`, timeoutMs: 120_000, intervalMs: 100 },
+    );
+  /** Every user's views of these achievements, by user. */
+  const views = async () => {
+    const out = new Map<
+      string,
+      Map<string, { completed: boolean; progress: { current: number; parts?: Array<{ current: number }> } }>
+    >();
+    for (const u of USERS) {
+      const r = await call('GET', `${app.url.query}/v1/achievements/user/${u}`, {
+        headers: { authorization: `Bearer ${token}` },
+      });
+      expect(r.status).toBe(200);
+      out.set(u, new Map(r.body.achievements.map((a: { achievement_id: string }) => [a.achievement_id, a])));
+    }
+    return out;
+  };
+
+  const X: RefCriterion = {
+    type: 'event_count',
+    event_type: 'play',
+    conditions: { mode: { eq: 'x' } },
+    threshold: Math.max(2, Math.round((HISTORY * 12) / 10_000)),
+  };
+  const coinsOf = (u: string) => (Number(u.slice(1)) < 50 ? 100 : 0);
+
+  it('backfills from 10,000 events of history: dry run, real run, live traffic at the seam, a resumed job', async () => {
+    await sendEvents(HISTORY, T0);
+    await drained();
+    for (const u of USERS.filter((x) => coinsOf(x) > 0))
+      expect(
+        (await admin('POST', '/v1/wallet/grant', { user_id: u, currency_id: 'coins', amount: coinsOf(u) }))
+          .status,
+      ).toBe(200);
+
+    // The dry run on creation: how many would complete, from history alone.
+    const x = await admin('POST', '/v1/achievements', {
+      name: 'X',
+      criteria: X,
+      backfill: { dry_run: true },
+    });
+    expect([x.status, x.body.backfill.state, x.body.backfill.dry_run]).toEqual([201, 'done', true]);
+    const history = [...stream];
+    const modelX = referenceAchievements([{ id: 'x', criteria: X }], history);
+    const wouldX = [...modelX.values()].filter((o) => o.completed).length;
+    expect(wouldX).toBeGreaterThan(0);
+    expect(x.body.backfill.would_complete).toBe(wouldX);
+    expect(
+      await app.ctx.adapters.sql.query('SELECT 1 FROM achievement_progress WHERE tenant_id = $1', [
+        tenant.id,
+      ]),
+    ).toMatchObject({ rowCount: 0 });
+
+    // The real run completes exactly those users.
+    const started = await admin('POST', `/v1/achievements/${x.body.id}/backfill`, {});
+    expect([started.status, started.body.dry_run]).toEqual([202, false]);
+    expect((await admin('POST', `/v1/achievements/${x.body.id}/backfill`, {})).status).toBe(409);
+    const doneX = await runUntilDone(x.body.id);
+    expect(doneX.completed).toBe(wouldX);
+
+    // Y (events and balances) backfilled while 2,000 more events arrive.
+    const yEvents: RefCriterion = { type: 'event_count', event_type: 'other', threshold: 8 };
+    const y = await admin('POST', '/v1/achievements', {
+      name: 'Y',
+      criteria: {
+        type: 'combined',
+        operator: 'and',
+        conditions: [yEvents, { type: 'cumulative', metric: 'coins', threshold: 100 }],
+      },
+      backfill: true,
+    });
+    expect([y.status, y.body.backfill.state]).toEqual([201, 'pending']);
+    const slow = runner(app.ctx.services.achievements, 10);
+    await Promise.all([
+      (async () => {
+        for (let i = 0; i < 10; i++) await sendEvents(200, T0);
+      })(),
+      runUntilDone(y.body.id, slow),
+    ]);
+    await drained();
+
+    // Z: the same criteria as X, backfilled by a runner that dies in its third chunk.
+    const z = await admin('POST', '/v1/achievements', { name: 'Z', criteria: X });
+    const engine = app.ctx.services.achievements;
+    let calls = 0;
+    const dying = Object.create(engine) as AchievementEngine;
+    dying.advance = async (...args) => {
+      if (++calls === 3) throw new Error('killed');
+      return engine.advance(...args);
+    };
+    await admin('POST', `/v1/achievements/${z.body.id}/backfill`, {});
+    await expect(
+      (async () => {
+        const until = Date.now() + 120_000;
+        while (Date.now() < until) await runner(dying, 25).runFor(clock.now(), 1_000);
+        throw new Error(`the dying runner made ${calls} calls and never died`);
+      })(),
+    ).rejects.toThrow('killed');
+    const half = (await admin('GET', `/v1/achievements/${z.body.id}/backfill`)).body;
+    expect(half.state).toBe('running');
+    expect(half.users_done).toBeGreaterThan(0);
+    expect(half.users_done).toBeLessThan(USERS.length);
+    await runUntilDone(z.body.id, runner(engine, 25));
+
+    // Every user's progress equals the model's over the whole stream.
+    const model = referenceAchievements(
+      [
+        { id: x.body.id, criteria: X },
+        { id: z.body.id, criteria: X },
+        { id: 'y-events', criteria: yEvents },
+      ],
+      stream,
+    );
+    const seen = await views();
+    let completedX = 0;
+    let completedY = 0;
+    for (const u of USERS) {
+      const mine = seen.get(u)!;
+      for (const id of [x.body.id, z.body.id]) {
+        const want = model.get(`${u}\u0000${id}`) ?? { completed: false, progress: { current: 0 } };
+        expect([u, id, mine.get(id)!.completed, mine.get(id)!.progress.current]).toEqual([
+          u,
+          id,
+          want.completed,
+          want.progress.current,
+        ]);
+      }
+      if (mine.get(x.body.id)!.completed) completedX++;
+      const ev = model.get(`${u}\u0000y-events`) ?? { completed: false, progress: { current: 0 } };
+      const yv = mine.get(y.body.id)!;
+      const completed = ev.completed && coinsOf(u) >= 100;
+      expect([u, yv.completed]).toEqual([u, completed]);
+      if (!completed) expect([u, yv.progress.parts![0]!.current]).toEqual([u, ev.progress.current]);
+      if (completed) completedY++;
+    }
+    expect(completedY).toBeGreaterThan(0);
+    const paid = await app.ctx.adapters.sql.query<{ achievement_id: string; n: string }>(
+      'SELECT achievement_id, count(*) AS n FROM achievement_completions WHERE tenant_id = $1 GROUP BY achievement_id',
+      [tenant.id],
+    );
+    const n = new Map(paid.rows.map((r) => [r.achievement_id, Number(r.n)]));
+    expect([n.get(x.body.id), n.get(z.body.id), n.get(y.body.id)]).toEqual([
+      completedX,
+      completedX,
+      completedY,
+    ]);
+    const hooks = await app.ctx.adapters.sql.query<{ n: string }>(
+      "SELECT count(*) AS n FROM outbox WHERE tenant_id = $1 AND event_type = 'achievement.completed'",
+      [tenant.id],
+    );
+    expect(Number(hooks.rows[0]!.n)).toBe(2 * completedX + completedY);
+    expect(
+      (
+        await app.ctx.adapters.sql.query('SELECT 1 FROM achievement_backfill_live WHERE tenant_id = $1', [
+          tenant.id,
+        ])
+      ).rowCount,
+    ).toBe(0);
+  }, 600_000);
+
+  it('refuses a real backfill of criteria it cannot compute yet, and answers 404 without a job', async () => {
+    const s = await admin('POST', '/v1/achievements', {
+      name: 'S',
+      criteria: { type: 'streak', event_type: 'play', threshold: 3 },
+    });
+    const r = await admin('POST', `/v1/achievements/${s.body.id}/backfill`, {});
+    expect([r.status, r.body.error.message]).toEqual([400, expect.stringMatching(/streak criterion/)]);
+    expect((await admin('GET', `/v1/achievements/${s.body.id}/backfill`)).status).toBe(404);
+    const dry = await admin('POST', `/v1/achievements/${s.body.id}/backfill`, { dry_run: true });
+    expect([dry.status, dry.body.state]).toEqual([202, 'done']);
+    expect((await admin('POST', '/v1/achievements/nope/backfill', {})).status).toBe(404);
+  });
+});
