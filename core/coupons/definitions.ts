@@ -4,6 +4,7 @@
  * the definition's state machine, `moveStatus`.
  */
 import type { Queryable } from '../../adapters/sql/types';
+import { definitionTable } from '../definitions/table';
 import type { Random } from '../random';
 import { getItem } from '../rewards/items';
 import { codeKey } from './codes';
@@ -256,17 +257,22 @@ export async function updateDefinition(
 }
 
 /** Reads a definition; `lock` takes its row for update. */
+/** The definitions table (get, listing); writes are this module's own (config rules, codes). */
+const definitions = definitionTable<Row, DefinitionRow>({
+  table: 'coupon_definitions',
+  columns: [],
+  filterable: ['status'],
+  order: 'created_at, tenant_id, id',
+  toView: toDefinition,
+});
+
 export async function getDefinition(
   q: Queryable,
   tenantId: string,
   id: string,
   lock = false,
 ): Promise<DefinitionRow | null> {
-  const r = await q.query<Row>(
-    `SELECT * FROM coupon_definitions WHERE tenant_id = $1 AND id = $2${lock ? ' FOR UPDATE' : ''}`,
-    [tenantId, id],
-  );
-  return r.rows[0] ? toDefinition(r.rows[0]) : null;
+  return definitions.get(q, tenantId, id, { lock });
 }
 
 /**
@@ -278,17 +284,12 @@ export async function listDefinitions(
   tenantIds: string[] | null,
   o: { status?: DefinitionStatus; limit: number; offset: number },
 ): Promise<{ definitions: CouponDefinition[]; total: number }> {
-  const where = `($1::text[] IS NULL OR tenant_id = ANY($1::text[])) AND ($2::text IS NULL OR status = $2)`;
-  const args = [tenantIds, o.status ?? null];
-  const total = await q.query<{ n: number }>(
-    `SELECT count(*)::int AS n FROM coupon_definitions WHERE ${where}`,
-    args,
-  );
-  const r = await q.query<Row>(
-    `SELECT * FROM coupon_definitions WHERE ${where} ORDER BY created_at, tenant_id, id LIMIT $3 OFFSET $4`,
-    [...args, o.limit, o.offset],
-  );
-  return { definitions: r.rows.map((x) => view(toDefinition(x))), total: total.rows[0]?.n ?? 0 };
+  const { items, total } = await definitions.page(q, tenantIds, {
+    filters: { status: o.status },
+    limit: o.limit,
+    offset: o.offset,
+  });
+  return { definitions: items.map(view), total };
 }
 
 /**

@@ -66,6 +66,19 @@ describe('definitionTable [PGlite]', () => {
     expect((await table.list(sql, t, { kind: undefined })).length).toBe(5);
   });
 
+  it('lists across several tenants, or every tenant for an operator', async () => {
+    const [a, b, c] = [uniqueName('a'), uniqueName('b'), uniqueName('c')];
+    await seed(a, 2);
+    await seed(b, 1);
+    await seed(c, 1);
+    const two = await table.page(sql, [a, b], { limit: 10, offset: 0 });
+    expect(two.total).toBe(3);
+    expect(new Set(two.items.map((r) => r.tenant_id))).toEqual(new Set([a, b]));
+    const all = await table.list(sql, null, { kind: 'even' });
+    expect(all.filter((r) => [a, b, c].includes(r.tenant_id)).length).toBe(3);
+    expect((await table.page(sql, [], { limit: 10, offset: 0 })).total).toBe(0);
+  });
+
   it('patches: undefined leaves a column, null clears it, jsonb is written, the version moves on a change only', async () => {
     const t = uniqueName('t');
     await seed(t, 1);

@@ -24,6 +24,8 @@ export interface TableSpec<Row, View> {
   json?: readonly (keyof Row & string)[];
   /** Columns whose change bumps `version` (the table then has an integer `version` column). */
   versioned?: readonly (keyof Row & string)[];
+  /** Columns a listing may filter on besides `columns` (e.g. a status moved by its own route). */
+  filterable?: readonly (keyof Row & string)[];
   /** The listing order (default `created_at, id`). */
   order?: string;
   toView(row: Row): View;
@@ -31,6 +33,12 @@ export interface TableSpec<Row, View> {
 
 /** A filter of a listing: column = value, or no condition when the value is undefined. */
 export type Filters<Row> = Partial<Record<keyof Row & string, string | number | boolean | undefined>>;
+
+/**
+ * Whose definitions a listing reads: one tenant, several (a key that reaches several tenants), or
+ * every tenant (`null`: the operator's listing across tenants).
+ */
+export type TenantScope = string | readonly string[] | null;
 
 export interface Page<View> {
   items: View[];
@@ -40,12 +48,12 @@ export interface Page<View> {
 export interface DefinitionTable<Row, View> {
   /** One definition of the tenant, optionally locked (FOR UPDATE) for the rest of the transaction. */
   get(q: Queryable, tenantId: string, id: string, opts?: { lock?: boolean }): Promise<View | null>;
-  /** Every definition of the tenant matching the filters, in the listing order. */
-  list(q: Queryable, tenantId: string, filters?: Filters<Row>): Promise<View[]>;
+  /** Every definition in the scope matching the filters, in the listing order. */
+  list(q: Queryable, scope: TenantScope, filters?: Filters<Row>): Promise<View[]>;
   /** One page of the listing and the total of the filtered listing. */
   page(
     q: Queryable,
-    tenantId: string,
+    scope: TenantScope,
     opts: { filters?: Filters<Row>; limit: number; offset: number },
   ): Promise<Page<View>>;
   /** Applies a patch (semantics above); null when the definition does not exist. */
@@ -63,21 +71,29 @@ export interface DefinitionTable<Row, View> {
 export function definitionTable<Row, View>(spec: TableSpec<Row, View>): DefinitionTable<Row, View> {
   const order = spec.order ?? 'created_at, id';
   const settable = new Set<string>(spec.columns);
+  const filterable = new Set<string>([...spec.columns, ...(spec.filterable ?? [])]);
   const json = new Set<string>(spec.json ?? []);
   const versioned = new Set<string>(spec.versioned ?? []);
   const one = (rows: Row[]) => (rows[0] ? spec.toView(rows[0]) : null);
 
-  /** `tenant_id = $1 AND col = $2 ...` for the defined filters, with their parameters. */
-  const where = (tenantId: string, filters: Filters<Row> = {}) => {
-    const params: unknown[] = [tenantId];
-    const conds = ['tenant_id = $1'];
+  /** The scope's tenant condition and `col = $n` for the defined filters, with their parameters. */
+  const where = (scope: TenantScope, filters: Filters<Row> = {}) => {
+    const params: unknown[] = [];
+    const conds: string[] = [];
+    if (typeof scope === 'string') {
+      params.push(scope);
+      conds.push('tenant_id = $1');
+    } else if (scope !== null) {
+      params.push(scope);
+      conds.push('tenant_id = ANY($1::text[])');
+    }
     for (const [col, v] of Object.entries(filters)) {
       if (v === undefined) continue;
-      if (!settable.has(col)) throw new Error(`${spec.table}: cannot filter on ${col}`);
+      if (!filterable.has(col)) throw new Error(`${spec.table}: cannot filter on ${col}`);
       params.push(v);
       conds.push(`${col} = $${params.length}`);
     }
-    return { sql: conds.join(' AND '), params };
+    return { sql: conds.length ? conds.join(' AND ') : 'TRUE', params };
   };
 
   return {
@@ -89,14 +105,14 @@ export function definitionTable<Row, View>(spec: TableSpec<Row, View>): Definiti
       return one(r.rows);
     },
 
-    async list(q, tenantId, filters) {
-      const w = where(tenantId, filters);
+    async list(q, scope, filters) {
+      const w = where(scope, filters);
       const r = await q.query<Row>(`SELECT * FROM ${spec.table} WHERE ${w.sql} ORDER BY ${order}`, w.params);
       return r.rows.map(spec.toView);
     },
 
-    async page(q, tenantId, opts) {
-      const w = where(tenantId, opts.filters);
+    async page(q, scope, opts) {
+      const w = where(scope, opts.filters);
       const n = w.params.length;
       const r = await q.query<Row & { total_count: number }>(
         `SELECT *, count(*) OVER ()::int AS total_count FROM ${spec.table} WHERE ${w.sql}

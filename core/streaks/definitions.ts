@@ -4,6 +4,7 @@
  * definition status"): active <-> paused, any -> archived, nothing out of archived.
  */
 import type { Queryable } from '../../adapters/sql/types';
+import { definitionTable } from '../definitions/table';
 import { systemRandom, type Random } from '../random';
 import {
   compile,
@@ -154,17 +155,22 @@ export async function createDefinition(
   return toDef(r.rows[0]!);
 }
 
+/** The definitions table (get, listing); writes of config and status are this module's own. */
+const definitions = definitionTable<Row, StreakDefinition>({
+  table: 'streak_definitions',
+  columns: [],
+  filterable: ['status'],
+  order: 'tenant_id, created_at, id',
+  toView: toDef,
+});
+
 export async function getDefinition(
   q: Queryable,
   tenantId: string,
   id: string,
   lock = false,
 ): Promise<StreakDefinition | null> {
-  const r = await q.query<Row>(
-    `SELECT * FROM streak_definitions WHERE tenant_id = $1 AND id = $2${lock ? ' FOR UPDATE' : ''}`,
-    [tenantId, id],
-  );
-  return r.rows[0] ? toDef(r.rows[0]) : null;
+  return definitions.get(q, tenantId, id, { lock });
 }
 
 /** A tenant's definitions (archived included), oldest first; or every tenant's with `tenantIds` null. */
@@ -173,17 +179,12 @@ export async function listDefinitions(
   tenantIds: string[] | null,
   opts: { status?: StreakStatus; limit: number; offset: number },
 ): Promise<{ definitions: StreakDefinition[]; total: number }> {
-  const where = `($1::text[] IS NULL OR tenant_id = ANY($1::text[])) AND ($2::text IS NULL OR status = $2)`;
-  const args = [tenantIds, opts.status ?? null];
-  const total = await q.query<{ n: number }>(
-    `SELECT count(*)::int AS n FROM streak_definitions WHERE ${where}`,
-    args,
-  );
-  const r = await q.query<Row>(
-    `SELECT * FROM streak_definitions WHERE ${where} ORDER BY tenant_id, created_at, id LIMIT $3 OFFSET $4`,
-    [...args, opts.limit, opts.offset],
-  );
-  return { definitions: r.rows.map(toDef), total: total.rows[0]?.n ?? 0 };
+  const { items, total } = await definitions.page(q, tenantIds, {
+    filters: { status: opts.status },
+    limit: opts.limit,
+    offset: opts.offset,
+  });
+  return { definitions: items, total };
 }
 
 /** Another definition of the tenant (not archived) already has this name (case-insensitive). */

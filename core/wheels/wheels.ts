@@ -4,6 +4,7 @@
  * themes ./themes.ts. docs/wheels.md has the design.
  */
 import type { Queryable } from '../../adapters/sql/types';
+import { definitionTable } from '../definitions/table';
 import type { Random } from '../random';
 import { lockItemRefs } from '../rewards/references';
 import type { Wallet } from '../wallet/wallet';
@@ -210,17 +211,22 @@ export async function createWheel(
 }
 
 /** The wheel locked for update (an update reads, merges and writes its config). */
+/** The wheels table; `items` (what a wheel can pay) are kept beside it by this module. */
+const wheels = definitionTable<Row, Wheel>({
+  table: 'wheels',
+  columns: ['name', 'description', 'config', 'active'],
+  json: ['config'],
+  toView: toWheel,
+});
+
+/** The wheel, optionally locked for update (an update reads, merges and writes its config). */
 export async function getWheel(
   q: Queryable,
   tenantId: string,
   id: string,
   lock = false,
 ): Promise<Wheel | null> {
-  const r = await q.query<Row>(
-    `SELECT * FROM wheels WHERE tenant_id = $1 AND id = $2${lock ? ' FOR UPDATE' : ''}`,
-    [tenantId, id],
-  );
-  return r.rows[0] ? toWheel(r.rows[0]) : null;
+  return wheels.get(q, tenantId, id, { lock });
 }
 
 export async function updateWheel(
@@ -230,22 +236,7 @@ export async function updateWheel(
   p: { name?: string; description?: string | null; config?: WheelConfig; active?: boolean },
   now: number,
 ): Promise<Wheel | null> {
-  const r = await q.query<Row>(
-    `UPDATE wheels SET name = COALESCE($3, name), description = CASE WHEN $4::boolean THEN $5 ELSE description END,
-       config = COALESCE($6::jsonb, config), active = COALESCE($7, active), updated_at = $8
-     WHERE tenant_id = $1 AND id = $2 RETURNING *`,
-    [
-      tenantId,
-      id,
-      p.name ?? null,
-      p.description !== undefined,
-      p.description ?? null,
-      p.config ? JSON.stringify(p.config) : null,
-      p.active ?? null,
-      new Date(now).toISOString(),
-    ],
-  );
-  const w = r.rows[0] ? toWheel(r.rows[0]) : null;
+  const w = await wheels.patch(q, tenantId, id, p, now);
   if (w && p.config) await syncItems(q, tenantId, id, w.config);
   return w;
 }
@@ -255,16 +246,12 @@ export async function listWheels(
   tenantId: string,
   f: { active?: boolean; limit: number; offset: number },
 ): Promise<{ wheels: Wheel[]; total: number }> {
-  const where = 'tenant_id = $1 AND ($2::boolean IS NULL OR active = $2)';
-  const total = await q.query<{ n: number }>(`SELECT count(*)::int AS n FROM wheels WHERE ${where}`, [
-    tenantId,
-    f.active ?? null,
-  ]);
-  const r = await q.query<Row>(
-    `SELECT * FROM wheels WHERE ${where} ORDER BY created_at, id LIMIT $3 OFFSET $4`,
-    [tenantId, f.active ?? null, f.limit, f.offset],
-  );
-  return { wheels: r.rows.map(toWheel), total: total.rows[0]?.n ?? 0 };
+  const { items, total } = await wheels.page(q, tenantId, {
+    filters: { active: f.active },
+    limit: f.limit,
+    offset: f.offset,
+  });
+  return { wheels: items, total };
 }
 
 /** Where a wheel stands at `now`: available, or why not. */
