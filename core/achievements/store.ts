@@ -5,6 +5,7 @@
  * and the reactions (`ActiveAchievements`).
  */
 import type { Queryable } from '../../adapters/sql/types';
+import { definitionTable } from '../definitions/table';
 import type { Random } from '../random';
 import { CompileCache } from '../rules/rules';
 import {
@@ -128,16 +129,20 @@ export async function updateAchievement(
   return r.rows[0] ? toAchievement(r.rows[0]) : null;
 }
 
+/** The achievements table (get, listing); writes keep their own SQL (refs, the version on every change). */
+const achievements = definitionTable<Row, Achievement>({
+  table: 'achievements',
+  columns: [],
+  filterable: ['active'],
+  toView: toAchievement,
+});
+
 export async function getAchievement(
   q: Queryable,
   tenantId: string,
   id: string,
 ): Promise<Achievement | null> {
-  const r = await q.query<Row>(`SELECT ${COLUMNS} FROM achievements WHERE tenant_id = $1 AND id = $2`, [
-    tenantId,
-    id,
-  ]);
-  return r.rows[0] ? toAchievement(r.rows[0]) : null;
+  return achievements.get(q, tenantId, id);
 }
 
 /** Locks the achievement row until the caller's transaction ends (criteria changes, backfills). */
@@ -158,16 +163,12 @@ export async function listAchievements(
   tenantId: string,
   opts: { active?: boolean; limit: number; offset: number },
 ): Promise<{ achievements: Achievement[]; total: number }> {
-  const where = 'tenant_id = $1 AND ($2::boolean IS NULL OR active = $2)';
-  const params = [tenantId, opts.active ?? null];
-  const [rows, total] = await Promise.all([
-    q.query<Row>(
-      `SELECT ${COLUMNS} FROM achievements WHERE ${where} ORDER BY created_at, id LIMIT $3 OFFSET $4`,
-      [...params, opts.limit, opts.offset],
-    ),
-    q.query<{ n: number }>(`SELECT count(*)::int AS n FROM achievements WHERE ${where}`, params),
-  ]);
-  return { achievements: rows.rows.map(toAchievement), total: total.rows[0]?.n ?? 0 };
+  const { items, total } = await achievements.page(q, tenantId, {
+    filters: { active: opts.active },
+    limit: opts.limit,
+    offset: opts.offset,
+  });
+  return { achievements: items, total };
 }
 
 /** An active achievement, compiled once per version. */
