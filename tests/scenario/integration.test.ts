@@ -192,6 +192,28 @@ describe.each(SHAPES)('features together [%s]', (shape) => {
         },
         201,
       ).then((r) => r.body.id as string);
+    // The trigger's achievement and streak must exist in the tenant.
+    for (const [auto, field] of [
+      [{ trigger: 'achievement_completed', trigger_config: { achievement_id: 'nope' } }, 'achievement_id'],
+      [
+        { trigger: 'streak_milestone', trigger_config: { streak_id: 'nope', milestone_threshold: 2 } },
+        'streak_id',
+      ],
+    ] as const) {
+      const r = await admin('POST', '/v1/coupons', {
+        name: 'Dangling',
+        config: {
+          reward_item_id: shirt,
+          code_format: 'random',
+          usage_limit: { limit_type: 'per_user', max_uses: 1 },
+          auto_generate: { enabled: true, ...auto },
+        },
+      });
+      expect([r.status, r.body.error.message]).toEqual([
+        400,
+        `body.config.auto_generate.trigger_config.${field}: ${field === 'streak_id' ? 'streak' : 'achievement'} nope does not exist`,
+      ]);
+    }
     const byAchievement = await coupon('For two days', shirt, {
       trigger: 'achievement_completed',
       trigger_config: { achievement_id: achievement },
@@ -265,5 +287,93 @@ describe.each(SHAPES)('features together [%s]', (shape) => {
     );
     expect(after.freezes_available).toBe(1);
     await walletInvariant();
+  });
+
+  it('names every user of a reward item or config when refusing its deletion', async () => {
+    const prize = await item('Prize', 'custom', { what: 'a mug' });
+    const unused = await item('Unused', 'custom', { what: 'nothing' });
+    const cfg = (
+      await admin(
+        'POST',
+        '/v1/rewards-catalog',
+        {
+          name: 'in-use',
+          tiers: [{ condition: { type: 'milestone', metric: 'achievement', value: 1 }, item_ids: [prize] }],
+        },
+        201,
+      )
+    ).body.reward_config_id as string;
+    const streak = (
+      await admin(
+        'POST',
+        '/v1/streaks',
+        {
+          name: 'Uses the config',
+          reward_config_id: cfg,
+          config: {
+            event_types: ['other'],
+            window: { type: 'calendar', period: 'daily', timezone: 'UTC', reset_time: '00:00' },
+            condition: { type: 'count', min: 1 },
+          },
+        },
+        201,
+      )
+    ).body.id as string;
+    const achievement = (
+      await admin(
+        'POST',
+        '/v1/achievements',
+        {
+          name: 'Uses the config',
+          criteria: { type: 'event_count', event_type: 'other', threshold: 1 },
+          reward_config_id: cfg,
+        },
+        201,
+      )
+    ).body.id as string;
+    const coupon = (
+      await admin(
+        'POST',
+        '/v1/coupons',
+        {
+          name: 'Uses the item',
+          config: {
+            reward_item_id: prize,
+            code_format: 'random',
+            usage_limit: { limit_type: 'per_user', max_uses: 1 },
+          },
+        },
+        201,
+      )
+    ).body.id as string;
+    const wheel = (
+      await admin(
+        'POST',
+        '/v1/wheels',
+        {
+          name: 'Uses the item',
+          config: {
+            segments: [
+              { reward_id: prize, probability: 1, label: 'mug' },
+              { reward_id: null, probability: 1, label: 'nothing' },
+            ],
+          },
+        },
+        201,
+      )
+    ).body.id as string;
+
+    const delItem = await admin('DELETE', `/v1/reward-items/${prize}`);
+    expect([delItem.status, delItem.body.error.message]).toEqual([
+      409,
+      `reward item ${prize} is used by reward configs ${cfg}; coupon definitions ${coupon}; wheels ${wheel}; detach it first`,
+    ]);
+    const delCfg = await admin('DELETE', `/v1/rewards-catalog/${cfg}`);
+    const [first, second] = [streak, achievement];
+    expect([delCfg.status, delCfg.body.error.message]).toEqual([
+      409,
+      `reward config ${cfg} is used by streak definitions ${first}; achievements ${second}; detach it first`,
+    ]);
+    expect((await admin('DELETE', `/v1/reward-items/${unused}`)).status).toBe(200);
   });
 });
