@@ -5,7 +5,8 @@
  * (trigger achievement_completed), while the milestone generates another (trigger
  * streak_milestone). Events are sent twice (same event_id): everything happens exactly once. Then
  * the coupons are redeemed: a physical item becomes an order (source_type coupon) in the user's
- * order list, a streak_freeze item reaches the user's streak freezes.
+ * order list, a streak_freeze item reaches the user's streak freezes, as does a wheel's freeze
+ * prize. Deleting a reward item or config in use names every user.
  */
 import { ManualClock } from '../../core/clock';
 import {
@@ -286,6 +287,30 @@ describe.each(SHAPES)('features together [%s]', (shape) => {
       (s: { streak_id: string }) => s.streak_id === streak,
     );
     expect(after.freezes_available).toBe(1);
+
+    // A wheel whose every prize is a freeze: a spin reaches the user's streak freezes too.
+    const wheel = (
+      await admin(
+        'POST',
+        '/v1/wheels',
+        {
+          name: 'Freezes',
+          config: {
+            segments: [
+              { reward_id: freeze, probability: 1, label: 'a' },
+              { reward_id: freeze, probability: 1, label: 'b' },
+            ],
+          },
+        },
+        201,
+      )
+    ).body.id as string;
+    const spun = await query('POST', `/v1/wheels/${wheel}/spin`, { user_id: u });
+    expect([spun.status, spun.body.error]).toEqual([200, undefined]);
+    const spunState = (await query('GET', `/v1/streaks/user/${u}`)).body.streaks.find(
+      (s: { streak_id: string }) => s.streak_id === streak,
+    );
+    expect(spunState.freezes_available).toBe(2);
     await walletInvariant();
   });
 
