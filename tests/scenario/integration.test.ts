@@ -149,6 +149,7 @@ describe.each(SHAPES)('features together [%s]', (shape) => {
       )
     ).body.id as string;
     const shirt = await item('T-shirt', 'physical_item', { sku: 'TS-1' });
+    const mug = await item('Mug', 'physical_item', { sku: 'MUG-1' });
     const freeze = await item('A freeze', 'streak_freeze', { streak_id: streak, count: 1 });
     const cfg = (
       await admin(
@@ -159,7 +160,7 @@ describe.each(SHAPES)('features together [%s]', (shape) => {
           tiers: [
             {
               condition: { type: 'milestone', metric: 'achievement', value: 1 },
-              item_ids: [achievementItem],
+              item_ids: [achievementItem, mug],
             },
           ],
         },
@@ -263,6 +264,12 @@ describe.each(SHAPES)('features together [%s]', (shape) => {
     expect(generated.map((p) => p.definition_id).sort()).toEqual([byAchievement, byMilestone].sort());
     await walletInvariant();
 
+    // The achievement's physical item is an order already (one, however often the events came).
+    const early = (await query('GET', `/v1/orders/user/${u}`)).body;
+    expect(
+      early.orders.map((o: { source_type: string; reward_id: string }) => [o.source_type, o.reward_id]),
+    ).toEqual([['achievement_completed', mug]]);
+
     // Redeem the physical item's coupon: an order of the coupon, in the user's order list.
     const codeOf = (def: string) =>
       coupons.coupons.find((c: { definition_id: string }) => c.definition_id === def).code as string;
@@ -271,8 +278,17 @@ describe.each(SHAPES)('features together [%s]', (shape) => {
     });
     expect([r1.status, r1.body.error]).toEqual([200, undefined]);
     const orders = (await query('GET', `/v1/orders/user/${u}`)).body;
-    expect(orders.total).toBe(1);
-    expect(orders.orders[0]).toMatchObject({ source_type: 'coupon', reward_id: shirt });
+    expect(orders.total).toBe(2);
+    expect(
+      orders.orders
+        .map((o: { source_type: string; reward_id: string }) => [o.source_type, o.reward_id])
+        .sort(),
+    ).toEqual(
+      [
+        ['achievement_completed', mug],
+        ['coupon', shirt],
+      ].sort(),
+    );
 
     // Redeem the freeze's coupon: the user's streak holds one freeze.
     const before = (await query('GET', `/v1/streaks/user/${u}`)).body.streaks.find(
