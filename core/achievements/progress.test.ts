@@ -3,8 +3,7 @@
  * `streak.milestone_reached` (emitted here by hand: the streaks feature that emits it is built in
  * parallel), `wallet.credited` and `leaderboard.rank_finalized` advance their criteria in the
  * emitter's transaction (rolled back with it), complete once, pay once and enqueue the webhook;
- * deactivated achievements do not move; the streak reference check works once the streaks table
- * exists.
+ * deactivated achievements do not move; a streak reference must name a definition of the tenant.
  */
 import type { Sql } from '../../adapters/sql/types';
 import { openTestPglite, uniqueName } from '../../tests/support/stack';
@@ -201,22 +200,23 @@ describe('achievement reactions [PGlite]', () => {
     expect((await view(t, 'u1', rank.id)).completed).toBe(true);
   });
 
-  it('checks streak references once the streaks table exists', async () => {
+  it('checks that a referenced streak definition exists in the tenant', async () => {
     const { t } = await tenant();
+    const other = (await tenant()).t;
     const refs = [{ kind: 'streak' as const, id: 's1', where: 'body.criteria.streak_id' }];
-    const present = (
-      await sql.query<{ p: boolean }>("SELECT to_regclass('streak_definitions') IS NOT NULL AS p")
-    ).rows[0]!.p;
-    if (!present) {
-      expect(await streakExists(sql, t, 's1')).toBe(false);
-      await sql.exec(
-        'CREATE TABLE streak_definitions (tenant_id text NOT NULL, id text NOT NULL, PRIMARY KEY (tenant_id, id))',
-      );
-    }
+    expect(await streakExists(sql, t, 's1')).toBe(false);
     expect(await missingReference(sql, t, refs)).toBe('body.criteria.streak_id: streak s1 does not exist');
-    await sql
-      .query('INSERT INTO streak_definitions (tenant_id, id) VALUES ($1, $2)', [t, 's1'])
-      .catch(() => undefined);
-    if (!present) expect(await missingReference(sql, t, refs)).toBeNull();
+    const insert = (tenantId: string) =>
+      sql.query(
+        `INSERT INTO streak_definitions (tenant_id, id, name, status, config, created_at, updated_at)
+         VALUES ($1, 's1', 'S', 'active', '{}', now(), now())`,
+        [tenantId],
+      );
+    // Another tenant's streak of that id is not this tenant's.
+    await insert(other);
+    expect(await missingReference(sql, t, refs)).toBe('body.criteria.streak_id: streak s1 does not exist');
+    await insert(t);
+    expect(await streakExists(sql, t, 's1')).toBe(true);
+    expect(await missingReference(sql, t, refs)).toBeNull();
   });
 });

@@ -20,17 +20,8 @@ async function leaderboardExists(q: Queryable, tenantId: string, id: string): Pr
   return r.rowCount > 0;
 }
 
-/**
- * Whether the tenant has a streak definition with this id. Streaks are built in parallel
- * (`streak_definitions`, migration 010): until that table exists, no streak exists and a
- * streak_milestone criterion is refused; once it lands this check works unchanged. The guard is
- * `to_regclass`, so the query never names a missing table.
- */
+/** Whether the tenant has a streak definition with this id (any status). */
 export async function streakExists(q: Queryable, tenantId: string, id: string): Promise<boolean> {
-  const t = await q.query<{ present: boolean }>(
-    "SELECT to_regclass('streak_definitions') IS NOT NULL AS present",
-  );
-  if (!t.rows[0]?.present) return false;
   const r = await q.query('SELECT 1 FROM streak_definitions WHERE tenant_id = $1 AND id = $2', [
     tenantId,
     id,

@@ -161,10 +161,8 @@ export async function referenceProblem(
 }
 
 /**
- * Whether a row of another feature's table exists (tenant_id, id). Achievements and streaks are
- * built in parallel with coupons: while their table does not exist in this store
- * (`to_regclass` is null) the reference cannot be checked and is accepted. The table names are
- * constants of this module, never input.
+ * Whether a row of another feature's table exists (tenant_id, id). The table names are constants
+ * of this module, never input.
  */
 async function rowExists(
   q: Queryable,
@@ -172,8 +170,6 @@ async function rowExists(
   tenantId: string,
   id: string,
 ): Promise<boolean> {
-  const reg = await q.query<{ t: string | null }>('SELECT to_regclass($1)::text AS t', [table]);
-  if (!reg.rows[0]?.t) return true;
   const r = await q.query(`SELECT 1 FROM ${table} WHERE tenant_id = $1 AND id = $2`, [tenantId, id]);
   return r.rows.length > 0;
 }

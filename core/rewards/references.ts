@@ -1,9 +1,10 @@
 /**
- * References to reward definitions (issue 12): a leaderboard or level system names a reward config
- * by `reward_config_id`, a reward config names reward items in its tiers. The store enforces them
- * with foreign keys (adapters/sql/migrations/009_reward_references.sql), which hold under any race;
- * the functions here run in the caller's transaction first, so that a refusal names the field or
- * the users instead of surfacing a constraint name:
+ * References to reward definitions (issue 12): a leaderboard, level system, streak definition or
+ * achievement names a reward config by `reward_config_id`; a reward config names reward items in
+ * its tiers, a coupon definition by `reward_item_id`, a wheel in its prizes (`wheel_items`). The
+ * store enforces them with foreign keys (adapters/sql/migrations/009_reward_references.sql and
+ * 010-014), which hold under any race; the functions here run in the caller's transaction first,
+ * so that a refusal names the field or the users instead of surfacing a constraint name:
  * - `lockConfigRef` / `lockItemRefs` read the referenced rows FOR KEY SHARE (the lock a foreign
  *   key check takes), so they cannot be deleted before the caller's write commits;
  * - `usersOfConfig` / `usersOfItem` say who still uses a definition about to be deleted;
@@ -37,48 +38,97 @@ export async function lockItemRefs(q: Queryable, tenantId: string, itemIds: stri
   return new Set(r.rows.map((x) => x.id));
 }
 
+/** Who uses a reward item or config, by kind (every list sorted by id). */
 export interface Users {
   leaderboards: string[];
   level_systems: string[];
   reward_configs: string[];
+  streak_definitions: string[];
+  achievements: string[];
+  coupon_definitions: string[];
+  wheels: string[];
 }
 
-const some = (u: Users) => u.leaderboards.length + u.level_systems.length + u.reward_configs.length > 0;
+const KINDS: Array<[keyof Users, string]> = [
+  ['leaderboards', 'leaderboards'],
+  ['level_systems', 'level systems'],
+  ['reward_configs', 'reward configs'],
+  ['streak_definitions', 'streak definitions'],
+  ['achievements', 'achievements'],
+  ['coupon_definitions', 'coupon definitions'],
+  ['wheels', 'wheels'],
+];
 
-/** Leaderboards (any status) and level systems whose `reward_config_id` is this config. */
+const none = (): Users => ({
+  leaderboards: [],
+  level_systems: [],
+  reward_configs: [],
+  streak_definitions: [],
+  achievements: [],
+  coupon_definitions: [],
+  wheels: [],
+});
+
+/** The ids of a (constant, never input) query's rows, one parameter list `[tenantId, id]`. */
+async function ids(q: Queryable, text: string, tenantId: string, id: string): Promise<string[]> {
+  const r = await q.query<{ id: string }>(text, [tenantId, id]);
+  return r.rows.map((x) => x.id);
+}
+
+/**
+ * What holds this config by a foreign key: leaderboards (any status), level systems, streak
+ * definitions (any status) and achievements (active or not) whose `reward_config_id` is it.
+ */
 export async function usersOfConfig(q: Queryable, tenantId: string, configId: string): Promise<Users> {
-  const boards = await q.query<{ id: string }>(
-    'SELECT id FROM leaderboards WHERE tenant_id = $1 AND reward_config_id = $2 ORDER BY id',
-    [tenantId, configId],
-  );
-  const systems = await q.query<{ id: string }>(
-    'SELECT id FROM level_systems WHERE tenant_id = $1 AND reward_config_id = $2 ORDER BY id',
-    [tenantId, configId],
-  );
+  const by = (table: string) =>
+    ids(
+      q,
+      `SELECT id FROM ${table} WHERE tenant_id = $1 AND reward_config_id = $2 ORDER BY id`,
+      tenantId,
+      configId,
+    );
   return {
-    leaderboards: boards.rows.map((r) => r.id),
-    level_systems: systems.rows.map((r) => r.id),
-    reward_configs: [],
+    ...none(),
+    leaderboards: await by('leaderboards'),
+    level_systems: await by('level_systems'),
+    streak_definitions: await by('streak_definitions'),
+    achievements: await by('achievements'),
   };
 }
 
-/** Reward configs whose tiers name this item. */
+/**
+ * What holds this item by a foreign key: reward configs whose tiers name it, coupon definitions
+ * (any status) that grant it, wheels with it as a prize. (A streak milestone's item is not held:
+ * deleting it leaves the milestone without a reward, docs/streaks.md.)
+ */
 export async function usersOfItem(q: Queryable, tenantId: string, itemId: string): Promise<Users> {
-  const r = await q.query<{ config_id: string }>(
-    'SELECT config_id FROM reward_config_items WHERE tenant_id = $1 AND item_id = $2 ORDER BY config_id',
-    [tenantId, itemId],
-  );
-  return { leaderboards: [], level_systems: [], reward_configs: r.rows.map((x) => x.config_id) };
+  return {
+    ...none(),
+    reward_configs: await ids(
+      q,
+      'SELECT DISTINCT config_id AS id FROM reward_config_items WHERE tenant_id = $1 AND item_id = $2 ORDER BY id',
+      tenantId,
+      itemId,
+    ),
+    coupon_definitions: await ids(
+      q,
+      'SELECT id FROM coupon_definitions WHERE tenant_id = $1 AND reward_item_id = $2 ORDER BY id',
+      tenantId,
+      itemId,
+    ),
+    wheels: await ids(
+      q,
+      'SELECT DISTINCT wheel_id AS id FROM wheel_items WHERE tenant_id = $1 AND item_id = $2 ORDER BY id',
+      tenantId,
+      itemId,
+    ),
+  };
 }
 
 /** `reward config rc_1 is used by leaderboards lb_1, lb_2; level systems ls_1`, or null when unused. */
 export function inUseMessage(what: string, u: Users): string | null {
-  if (!some(u)) return null;
-  const parts = [
-    u.leaderboards.length ? `leaderboards ${u.leaderboards.join(', ')}` : '',
-    u.level_systems.length ? `level systems ${u.level_systems.join(', ')}` : '',
-    u.reward_configs.length ? `reward configs ${u.reward_configs.join(', ')}` : '',
-  ].filter(Boolean);
+  const parts = KINDS.filter(([k]) => u[k].length > 0).map(([k, label]) => `${label} ${u[k].join(', ')}`);
+  if (parts.length === 0) return null;
   return `${what} is used by ${parts.join('; ')}; detach it first`;
 }
 
