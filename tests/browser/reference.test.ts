@@ -11,7 +11,13 @@ import { call, startTestApp, type TestApp } from '../support/app';
 type Doc = {
   paths: Record<
     string,
-    Record<string, { responses: Record<string, { content?: Record<string, { schema: { $ref?: string } }> }> }>
+    Record<
+      string,
+      {
+        tags?: string[];
+        responses: Record<string, { content?: Record<string, { schema: { $ref?: string } }> }>;
+      }
+    >
   >;
   components: { schemas: Record<string, { properties?: Record<string, unknown> }> };
 };
@@ -37,14 +43,14 @@ afterAll(async () => {
 });
 
 /** The first operation whose success answer has a schema with named properties, and one of them. */
-function operationWithSchema(doc: Doc): { method: string; path: string; property: string } {
+function operationWithSchema(doc: Doc): { method: string; path: string; property: string; tag: string } {
   for (const [path, ops] of Object.entries(doc.paths)) {
     for (const [method, op] of Object.entries(ops)) {
       for (const [status, res] of Object.entries(op.responses)) {
         const ref = res.content?.['application/json']?.schema.$ref;
         if (!status.startsWith('2') || !ref) continue;
         const props = Object.keys(doc.components.schemas[ref.split('/').pop()!]?.properties ?? {});
-        if (props.length > 0) return { method, path, property: props[0]! };
+        if (props.length > 0) return { method, path, property: props[0]!, tag: op.tags?.[0] ?? 'default' };
       }
     }
   }
@@ -69,19 +75,32 @@ describe.each(['admin', 'query', 'ingest'] as const)('the %s gateway reference p
     try {
       await page.goto(`${base}/docs`, { waitUntil: 'load', timeout: 60_000 });
       // Functions that run in the page are given as source (this project's types have no DOM).
-      await page.waitForFunction(`document.querySelectorAll('.opblock').length >= ${expected.length}`, {
-        timeout: 60_000,
-      });
-      const listed = await page.$$eval('.opblock', (els) =>
-        els.map(
-          (e) =>
-            `${(e.querySelector('.opblock-summary-method')?.textContent ?? '').trim()} ${e.querySelector('.opblock-summary-path')?.getAttribute('data-path') ?? ''}`,
-        ),
+      // Tags start collapsed (http/reference.ts): open each in turn, read its operations, close it.
+      await page.waitForFunction(`document.querySelectorAll('.opblock-tag').length > 0`, { timeout: 60_000 });
+      const tags = await page.$$eval('.opblock-tag', (els) =>
+        els.map((e) => e.getAttribute('data-tag') ?? ''),
       );
+      const listed: string[] = [];
+      for (const tag of tags) {
+        const opener = `.opblock-tag[data-tag=${JSON.stringify(tag)}]`;
+        await page.click(opener);
+        await page.waitForFunction(`document.querySelectorAll('.opblock').length > 0`, { timeout: 60_000 });
+        listed.push(
+          ...(await page.$$eval('.opblock', (els) =>
+            els.map(
+              (e) =>
+                `${(e.querySelector('.opblock-summary-method')?.textContent ?? '').trim()} ${e.querySelector('.opblock-summary-path')?.getAttribute('data-path') ?? ''}`,
+            ),
+          )),
+        );
+        await page.click(opener);
+        await page.waitForFunction(`document.querySelectorAll('.opblock').length === 0`, { timeout: 60_000 });
+      }
       expect(listed.sort()).toEqual(expected);
 
       // Open one operation and switch its success answer to the schema view.
       const target = operationWithSchema(doc);
+      await page.click(`.opblock-tag[data-tag=${JSON.stringify(target.tag)}]`);
       const block = await page.waitForSelector(
         `.opblock-${target.method} .opblock-summary-path[data-path="${target.path}"]`,
       );
