@@ -62,11 +62,11 @@ describe.each(SHAPES)('features together [%s]', (shape) => {
   const item = async (name: string, reward_type: string, payload: Record<string, unknown>) =>
     (await admin('POST', '/v1/reward-items', { name, reward_type, payload }, 201)).body.item_id as string;
   /** Sends the events twice (a retry: same event_ids) and waits until they are processed. */
-  const sendTwice = async (events: Array<{ id: string; user: string; at: number }>) => {
+  const sendTwice = async (events: Array<{ id: string; user: string; at: number }>, type = 'lesson') => {
     clock.set(Math.max(...events.map((e) => e.at)));
     const body = events.map((e) => ({
       event_id: e.id,
-      type: 'lesson',
+      type,
       actor: { user_id: e.user },
       occurred_at: new Date(e.at).toISOString(),
       attrs: {},
@@ -328,6 +328,53 @@ describe.each(SHAPES)('features together [%s]', (shape) => {
     );
     expect(spunState.freezes_available).toBe(2);
     await walletInvariant();
+  });
+
+  it("a streak milestone's physical item becomes one order, however often its events come", async () => {
+    const medal = await item('Medal', 'physical_item', { sku: 'MEDAL-1' });
+    const streak = (
+      await admin(
+        'POST',
+        '/v1/streaks',
+        {
+          name: 'Daily run',
+          config: {
+            event_types: ['run'],
+            window: { type: 'calendar', period: 'daily', timezone: 'UTC', reset_time: '00:00' },
+            condition: { type: 'count', min: 2 },
+            milestones: [{ threshold: 1, reward_item_id: medal, repeatable: false }],
+          },
+        },
+        201,
+      )
+    ).body.id as string;
+    const u = `runner-${shape}`;
+    const at = clock.now();
+    // One event is not enough (min 2 a day); the second qualifies the day and reaches the milestone.
+    await sendTwice([{ id: `${u}-1`, user: u, at }], 'run');
+    expect((await query('GET', `/v1/orders/user/${u}`)).body.total).toBe(0);
+    await sendTwice(
+      [
+        { id: `${u}-1`, user: u, at },
+        { id: `${u}-2`, user: u, at: at + 1000 },
+      ],
+      'run',
+    );
+    await sendTwice([{ id: `${u}-2`, user: u, at: at + 2000 }], 'run'); // a late retry
+    const mine = (await query('GET', `/v1/streaks/user/${u}/${streak}`)).body;
+    expect(mine).toMatchObject({ current_count: 1, milestones: [expect.objectContaining({ threshold: 1 })] });
+    const orders = (await query('GET', `/v1/orders/user/${u}`)).body;
+    expect(orders.total).toBe(1);
+    expect(
+      orders.orders.map((o: { source_type: string; reward_id: string }) => [o.source_type, o.reward_id]),
+    ).toEqual([[expect.stringMatching(/streak/), medal]]);
+    expect(await hooks('streak.milestone_reached', u)).toHaveLength(1);
+    // No ledger row: a physical item is an order, not a balance.
+    const ledger = await sql().query('SELECT 1 FROM ledger WHERE tenant_id = $1 AND user_id = $2', [
+      tenant.id,
+      u,
+    ]);
+    expect(ledger.rows).toEqual([]);
   });
 
   it('names every user of a reward item or config when refusing its deletion', async () => {
