@@ -33,6 +33,7 @@ import {
 import { dropSchema } from '../support/cleanup';
 import { childEnv, spawnCli, type Spawned } from '../support/process';
 import { openTestPg, stack, uniqueName } from '../support/stack';
+import { killAndWaitGone, progressMarker, sessionCount } from '../support/sessions';
 import { waitFor } from '../support/wait';
 
 const EVENTS = 600;
@@ -46,9 +47,7 @@ const RULES: Array<[string, string, number]> = [
 /** Configuration tables copied into the empty schema of the replay (everything else is state). */
 const CONFIG_TABLES = ['tenants', 'currencies', 'earning_rules', 'leaderboards'];
 
-const started = Date.now();
-const mark = (what: string) =>
-  process.stderr.write(`[ledger fault] ${what} at ${((Date.now() - started) / 1000).toFixed(1)} s\n`);
+const mark = progressMarker('ledger fault');
 const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 interface Ev {
@@ -238,27 +237,12 @@ describe('earning-rule credits across a processor SIGKILL; the log replayed into
       await waitFor(
         async () => {
           if (sent < 100) return false;
-          const r = await sql.query<{ n: number }>(
-            'SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1 AND backend_xid IS NOT NULL',
-            [APP_NAME],
-          );
-          if ((r.rows[0]?.n ?? 0) > 0) how = 'mid-batch';
+          if ((await sessionCount(sql, APP_NAME, { writing: true })) > 0) how = 'mid-batch';
           return how === 'mid-batch' || sent >= EVENTS || failure;
         },
         { timeoutMs: 40_000, intervalMs: 1, what: 'a batch in progress' },
       );
-      processors.child.kill('SIGKILL');
-      await processors.exited;
-      await waitFor(
-        async () => {
-          const r = await sql.query<{ n: number }>(
-            'SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1',
-            [APP_NAME],
-          );
-          return r.rows[0]?.n === 0;
-        },
-        { what: "the killed processor's sessions to end" },
-      );
+      await killAndWaitGone(sql, processors, APP_NAME);
       mark(`processors killed ${how} (${sent} events sent)`);
       processors = await startProcessors();
       mark('processors restarted');

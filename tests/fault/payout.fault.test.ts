@@ -14,6 +14,7 @@ import {
   type TestApp,
 } from '../support/app';
 import { stack } from '../support/stack';
+import { killAndWaitGone, progressMarker, sessionCount } from '../support/sessions';
 import { waitFor } from '../support/wait';
 
 const WINNERS = 1000;
@@ -52,9 +53,7 @@ describe('payout survives a scheduler killed mid-payout [distributed]', () => {
   };
 
   it('pays every winner exactly once', async () => {
-    const started = Date.now();
-    const mark = (what: string) =>
-      process.stderr.write(`[payout fault] ${what} after ${Date.now() - started} ms\n`);
+    const mark = progressMarker('payout fault');
     const sql = app.ctx.adapters.sql;
     const t = await createTenant(app);
     const key = (await createKey(app, [t.id])).key;
@@ -126,20 +125,13 @@ describe('payout survives a scheduler killed mid-payout [distributed]', () => {
 
     // 1. Kill the scheduler while its closing transaction is open.
     const first = scheduler();
-    await waitFor(
-      async () => {
-        const r = await sql.query<{ n: number }>(
-          `SELECT count(*)::int AS n FROM pg_stat_activity
-           WHERE application_name = $1 AND xact_start IS NOT NULL AND now() - xact_start > interval '300 milliseconds'`,
-          [APP_NAME],
-        );
-        return (r.rows[0]?.n ?? 0) > 0;
-      },
-      { what: 'the payout transaction in progress', timeoutMs: 60000, intervalMs: 20 },
-    );
+    await waitFor(async () => (await sessionCount(sql, APP_NAME, { openLongerThanMs: 300 })) > 0, {
+      what: 'the payout transaction in progress',
+      timeoutMs: 60000,
+      intervalMs: 20,
+    });
     mark('payout in progress');
-    first.child.kill('SIGKILL');
-    await first.exited;
+    await killAndWaitGone(sql, first, APP_NAME);
     const status = async () =>
       (
         await sql.query<{ status: string }>(
@@ -147,17 +139,7 @@ describe('payout survives a scheduler killed mid-payout [distributed]', () => {
           [win.tenant_id, win.leaderboard_id, win.window_key],
         )
       ).rows[0]?.status;
-    // Postgres rolls the killed transaction back: nothing was paid, the window is still open.
-    await waitFor(
-      async () => {
-        const r = await sql.query<{ n: number }>(
-          'SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1',
-          [APP_NAME],
-        );
-        return r.rows[0]?.n === 0;
-      },
-      { what: 'the killed sessions gone' },
-    );
+    // Postgres rolled the killed transaction back: nothing was paid, the window is still open.
     expect(await status()).toBe('open');
     const paidBefore = await sql.query<{ n: number }>(
       "SELECT count(*)::int AS n FROM ledger WHERE tenant_id = $1 AND source_type = 'leaderboard_reward'",

@@ -34,6 +34,7 @@ import {
 import { childEnv, spawnCli, type Spawned } from '../support/process';
 import { referenceStandings, type RefBoard, type RefEvent } from '../support/reference';
 import { stack } from '../support/stack';
+import { killAndWaitGone, progressMarker, sessionCount } from '../support/sessions';
 import { waitFor } from '../support/wait';
 
 const OPS_STACK = join(__dirname, '..', '..', 'ops', 'stack');
@@ -61,9 +62,7 @@ const BOARDS: Array<[string, RefBoard, number?]> = [
   ],
 ];
 
-const started = Date.now();
-const mark = (what: string) =>
-  process.stderr.write(`[pipeline fault] ${what} at ${((Date.now() - started) / 1000).toFixed(1)} s\n`);
+const mark = progressMarker('pipeline fault');
 const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** A small seeded generator, so that a failing stream can be replayed (the seed is printed). */
@@ -348,29 +347,14 @@ describe('pipeline survives a processor SIGKILL, a Kafka restart and a Redis res
       let how = 'after the stream paused';
       await waitFor(
         async () => {
-          const r = await sql.query<{ n: number }>(
-            // A transaction that has written (an xid): a batch under way, not a scheduler tick.
-            'SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1 AND backend_xid IS NOT NULL',
-            [APP_NAME],
-          );
-          if ((r.rows[0]?.n ?? 0) > 0) how = 'mid-batch';
+          // A transaction that has written (an xid): a batch under way, not a scheduler tick.
+          if ((await sessionCount(sql, APP_NAME, { writing: true })) > 0) how = 'mid-batch';
           return how === 'mid-batch' || sent >= allowed;
         },
         { timeoutMs: 60_000, intervalMs: 1, what: 'a batch in progress' },
       );
-      processors.child.kill('SIGKILL');
-      await processors.exited;
       // The process is really gone (not a wrapper): Postgres saw its sessions end.
-      await waitFor(
-        async () => {
-          const r = await sql.query<{ n: number }>(
-            'SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1',
-            [APP_NAME],
-          );
-          return r.rows[0]?.n === 0;
-        },
-        { what: "the killed processor's sessions to end" },
-      );
+      await killAndWaitGone(sql, processors, APP_NAME);
       mark(`processors killed ${how} (${sent} events sent)`);
       processors = await startProcessors();
       mark('processors restarted');

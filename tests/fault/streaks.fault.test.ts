@@ -21,6 +21,7 @@ import {
 } from '../support/app';
 import { stack } from '../support/stack';
 import { referenceStreaks, type RefConfig, type RefOp } from '../support/streaks-reference';
+import { killAndWaitGone, progressMarker, sessionCount } from '../support/sessions';
 import { waitFor } from '../support/wait';
 
 const USERS = 6000;
@@ -61,9 +62,7 @@ describe('streak breaks survive a scheduler killed mid-batch [distributed]', () 
   };
 
   it('breaks and freezes every due streak exactly once', async () => {
-    const started = Date.now();
-    const mark = (what: string) =>
-      process.stderr.write(`[streak fault] ${what} after ${Date.now() - started} ms\n`);
+    const mark = progressMarker('streak fault');
     const sql = app.ctx.adapters.sql;
     const t = await createTenant(app);
     const key = (await createKey(app, [t.id])).key;
@@ -135,30 +134,13 @@ describe('streak breaks survive a scheduler killed mid-batch [distributed]', () 
     // 1. Kill the scheduler while a sweep transaction is open.
     const first = scheduler();
     await waitFor(
-      async () => {
-        const r = await sql.query<{ n: number }>(
-          `SELECT count(*)::int AS n FROM pg_stat_activity
-           WHERE application_name = $1 AND xact_start IS NOT NULL AND now() - xact_start > interval '50 milliseconds'
-             AND query ILIKE '%streak%'`,
-          [APP_NAME],
-        );
+      async () =>
         // A later batch: some batches committed before the kill.
-        return (r.rows[0]?.n ?? 0) > 0 && (await left()) < USERS;
-      },
+        (await sessionCount(sql, APP_NAME, { openLongerThanMs: 50, queryLike: '%streak%' })) > 0 &&
+        (await left()) < USERS,
       { what: 'a sweep transaction in progress after a committed batch', timeoutMs: 60_000, intervalMs: 10 },
     );
-    first.child.kill('SIGKILL');
-    await first.exited;
-    await waitFor(
-      async () =>
-        (
-          await sql.query<{ n: number }>(
-            'SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1',
-            [APP_NAME],
-          )
-        ).rows[0]!.n === 0,
-      { what: 'the killed sessions gone' },
-    );
+    await killAndWaitGone(sql, first, APP_NAME);
     const remaining = await left();
     mark(`killed mid-sweep; ${remaining} of ${USERS} streaks still due`);
     expect(remaining).toBeGreaterThan(0);
@@ -345,27 +327,12 @@ describe('streaks survive processors killed mid-batch [distributed]', () => {
     await waitFor(
       async () => {
         if (sent < 200) return false;
-        const r = await sql.query<{ n: number }>(
-          'SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1 AND backend_xid IS NOT NULL',
-          [PNAME],
-        );
-        if ((r.rows[0]?.n ?? 0) > 0) how = 'mid-batch';
+        if ((await sessionCount(sql, PNAME, { writing: true })) > 0) how = 'mid-batch';
         return how === 'mid-batch' || sent >= unique;
       },
       { timeoutMs: 60_000, intervalMs: 1, what: 'a batch in progress' },
     );
-    proc.child.kill('SIGKILL');
-    await proc.exited;
-    await waitFor(
-      async () =>
-        (
-          await sql.query<{ n: number }>(
-            'SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1',
-            [PNAME],
-          )
-        ).rows[0]!.n === 0,
-      { what: "the killed processor's sessions to end" },
-    );
+    await killAndWaitGone(sql, proc, PNAME);
     process.stderr.write(`[streak fault] processors killed ${how} (${sent} of ${unique} events sent)\n`);
     proc = await processors();
     await sender;
