@@ -17,6 +17,7 @@ import {
   userToken,
   type TestApp,
 } from '../support/app';
+import { walletViolations } from '../support/invariants';
 import { waitFor } from '../support/wait';
 
 const T0 = Date.parse('2026-11-20T10:00:00Z');
@@ -55,14 +56,7 @@ describe.each(SHAPES)('coupons [%s]', (shape) => {
   afterEach(async () => {
     const sql = app.ctx.adapters.sql;
     // Invariant 3: every balance equals the sum of its ledger.
-    const bad = await sql.query(
-      `SELECT b.user_id, b.currency_id FROM balances b
-       LEFT JOIN ledger l ON l.tenant_id = b.tenant_id AND l.user_id = b.user_id AND l.currency_id = b.currency_id
-       WHERE b.tenant_id = ANY($1::text[]) GROUP BY b.tenant_id, b.user_id, b.currency_id, b.available
-       HAVING b.available <> COALESCE(sum(l.amount), 0)`,
-      [tenants],
-    );
-    expect(bad.rows).toEqual([]);
+    expect(await walletViolations(sql, tenants)).toEqual([]);
     // Every redemption has exactly one grant (and one ledger row for a currency reward).
     const r = await sql.query<{ redemptions: number; grants: number; credits: number }>(
       `SELECT (SELECT count(*)::int FROM coupon_redemptions WHERE tenant_id = ANY($1::text[])) AS redemptions,

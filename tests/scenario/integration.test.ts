@@ -17,6 +17,7 @@ import {
   type TenantInfo,
   type TestApp,
 } from '../support/app';
+import { walletViolations } from '../support/invariants';
 import { waitFor } from '../support/wait';
 
 const DAY = 86_400_000;
@@ -111,16 +112,7 @@ describe.each(SHAPES)('features together [%s]', (shape) => {
         [tenant.id, type, user],
       )
     ).rows.map((r) => r.payload);
-  const walletInvariant = async () => {
-    const bad = await sql().query(
-      `SELECT b.user_id, b.currency_id FROM balances b
-       LEFT JOIN ledger l ON l.tenant_id = b.tenant_id AND l.user_id = b.user_id AND l.currency_id = b.currency_id
-       WHERE b.tenant_id = $1 GROUP BY b.tenant_id, b.user_id, b.currency_id, b.available
-       HAVING b.available <> COALESCE(sum(l.amount), 0)`,
-      [tenant.id],
-    );
-    expect(bad.rows).toEqual([]);
-  };
+  const walletInvariant = async () => expect(await walletViolations(sql(), tenant.id)).toEqual([]);
 
   it('event → streak milestone → achievement → coupons, each once; redeemed coupons become an order and a freeze', async () => {
     await admin(

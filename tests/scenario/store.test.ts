@@ -19,6 +19,7 @@ import {
   userToken,
   type TestApp,
 } from '../support/app';
+import { walletViolations } from '../support/invariants';
 import { waitFor } from '../support/wait';
 
 const T0 = Date.parse('2026-11-20T10:00:00Z');
@@ -94,14 +95,7 @@ describe.each(SHAPES)('store [%s]', (shape) => {
   afterEach(async () => {
     const sql = app.ctx.adapters.sql;
     // Invariant 3: every balance is the sum of its ledger.
-    const bad = await sql.query(
-      `SELECT b.user_id, b.currency_id, b.available, COALESCE(sum(l.amount), 0) AS total
-       FROM balances b LEFT JOIN ledger l ON l.tenant_id = b.tenant_id AND l.user_id = b.user_id AND l.currency_id = b.currency_id
-       WHERE b.tenant_id = $1 GROUP BY b.user_id, b.currency_id, b.available
-       HAVING b.available <> COALESCE(sum(l.amount), 0)`,
-      [tenant.id],
-    );
-    expect(bad.rows).toEqual([]);
+    expect(await walletViolations(sql, tenant.id)).toEqual([]);
     // Stock: remaining + orders holding a unit == initial.
     const stock = await sql.query<{ reward_id: string; variant_id: string; remaining: number; held: number }>(
       `SELECT s.reward_id, s.variant_id, s.remaining,

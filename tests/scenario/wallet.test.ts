@@ -15,6 +15,7 @@ import {
   userToken,
   type TestApp,
 } from '../support/app';
+import { walletViolations } from '../support/invariants';
 import { waitFor } from '../support/wait';
 
 const T0 = Date.parse('2026-11-20T10:00:00Z');
@@ -53,15 +54,7 @@ describe.each(SHAPES)('wallet and rewards [%s]', (shape) => {
   });
   afterEach(async () => {
     // Invariant 3, checked straight in SQL.
-    const bad = await app.ctx.adapters.sql.query(
-      `SELECT b.user_id, b.currency_id, b.available, b.lifetime_earned, COALESCE(sum(l.amount), 0) AS total,
-              COALESCE(sum(l.amount) FILTER (WHERE l.amount > 0), 0) AS credits
-       FROM balances b LEFT JOIN ledger l ON l.tenant_id = b.tenant_id AND l.user_id = b.user_id AND l.currency_id = b.currency_id
-       WHERE b.tenant_id = $1 GROUP BY b.user_id, b.currency_id, b.available, b.lifetime_earned
-       HAVING b.available <> COALESCE(sum(l.amount), 0) OR b.lifetime_earned <> COALESCE(sum(l.amount) FILTER (WHERE l.amount > 0), 0)`,
-      [tenant.id],
-    );
-    expect(bad.rows).toEqual([]);
+    expect(await walletViolations(app.ctx.adapters.sql, tenant.id, { lifetime: true })).toEqual([]);
   });
   afterAll(() => app.stop());
 
