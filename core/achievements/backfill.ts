@@ -123,10 +123,10 @@ const toView = (r: JobRow): BackfillView => ({
   finished_at: iso(r.finished_at),
 });
 
-/** Why a backfill cannot start (the route answers 400 or 409). */
+/** Why a backfill cannot start (the route answers 409 or 404). */
 export class BackfillRefused extends Error {
   constructor(
-    readonly kind: 'unsupported' | 'busy' | 'not_found',
+    readonly kind: 'busy' | 'not_found',
     message: string,
   ) {
     super(message);
