@@ -352,6 +352,18 @@ describe.each(SHAPES)('achievement backfill [%s]', (shape) => {
       }
     };
 
+    // Tenant-local days from here on: Pacific/Kiritimati, UTC+14 all year (no DST), so a login at
+    // 10:00 UTC or later is on the next local day: history and live must cut days the same way.
+    const ZONE_OFFSET = 14 * 3_600_000;
+    expect(
+      (
+        await call('PUT', `${app.url.admin}/v1/tenants/${tenant.id}`, {
+          headers: { 'x-api-key': app.rootKey },
+          body: { timezone: 'Pacific/Kiritimati' },
+        })
+      ).status,
+    ).toBe(200);
+
     // The reward every achievement here pays, in a currency of its own.
     expect(
       (
@@ -381,7 +393,8 @@ describe.each(SHAPES)('achievement backfill [%s]', (shape) => {
 
     // Before any achievement exists: a streak whose milestones users reach (k_i: i % 6 consecutive
     // days of lessons up to yesterday; milestones at 2 and 4 days), a board whose two daily windows
-    // close, and 21 days of logins with gaps (in random order: history is read in day order).
+    // close, and 21 days of logins with gaps (in random order: history is read in day order), at
+    // any hour (so local days differ from UTC days).
     const streak = await admin('POST', '/v1/streaks', {
       name: 'BF lessons',
       config: {
@@ -397,7 +410,7 @@ describe.each(SHAPES)('achievement backfill [%s]', (shape) => {
       leaderboard_id: 'bf-board',
       name: 'BF board',
       config: {
-        timeframe: { type: 'daily', grace_seconds: 3 * 86_400 },
+        timeframe: { type: 'daily', timezone: 'UTC', grace_seconds: 3 * 86_400 },
         scoring: { rules: [{ event_type: 'pts', points_expression: 'attrs.p' }], aggregation: 'sum' },
       },
     });
@@ -477,6 +490,7 @@ describe.each(SHAPES)('achievement backfill [%s]', (shape) => {
         Object.entries(defs).map(([id, criteria]) => ({ id, criteria })),
         events,
         facts,
+        ZONE_OFFSET,
       );
     const completedIn = (m: Map<string, { completed: boolean }>, name: string) =>
       K.filter((u) => m.get(`${u}\u0000${name}`)?.completed).length;
@@ -531,8 +545,21 @@ describe.each(SHAPES)('achievement backfill [%s]', (shape) => {
     await send(day(-2)); // after the handover: live processing alone
     await drained();
 
-    // Every user's progress and completion equals the model's over the whole stream.
+    // Every user's progress and completion equals the model's over the whole stream (in local
+    // days, which here give other streaks than UTC days would).
     const after = model(stream);
+    const utc = referenceAchievements(
+      Object.entries(defs).map(([id, criteria]) => ({ id, criteria })),
+      stream,
+      facts,
+    );
+    expect(
+      K.some((u) =>
+        ['S', 'N', 'C'].some(
+          (x) => JSON.stringify(utc.get(`${u}\u0000${x}`)) !== JSON.stringify(after.get(`${u}\u0000${x}`)),
+        ),
+      ),
+    ).toBe(true);
     const flat = (p: { current: number; parts?: Array<{ current: number; parts?: unknown }> }): number[] => [
       p.current,
       ...(p.parts ?? []).flatMap((x) => flat(x as never)),

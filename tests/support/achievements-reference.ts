@@ -6,7 +6,7 @@
  *
  * - an event counts once, however often its event_id arrives (the first arrival is the event);
  * - event_count: the number of matching events;
- * - streak: the UTC days with a matching event; with reset_on_failure the longest run of
+ * - streak: the UTC days with a matching event (or the days of a zone at a fixed offset, `dayOffsetMs`); with reset_on_failure the longest run of
  *   consecutive days, without it the number of days (events of one user arrive in time order);
  * - streak_milestone and leaderboard_rank: from other features' outcomes given as `facts` (the
  *   highest milestone each user reached per streak; each user's final ranks per board): the
@@ -72,6 +72,7 @@ interface Mine {
   user: string;
   events: readonly RefEvent[];
   facts: RefFacts;
+  dayOffsetMs: number;
 }
 
 function matches(c: EventLeaf, e: RefEvent): boolean {
@@ -92,7 +93,9 @@ function measure(c: RefLeaf, m: Mine): number {
   }
   const mine = m.events.filter((e) => matches(c, e));
   if (c.type === 'event_count') return mine.length;
-  const days = [...new Set(mine.map((e) => Math.floor(e.occurred_at / DAY)))].sort((a, b) => a - b);
+  const days = [...new Set(mine.map((e) => Math.floor((e.occurred_at + m.dayOffsetMs) / DAY)))].sort(
+    (a, b) => a - b,
+  );
   if (c.reset_on_failure === false) return days.length;
   let best = 0;
   let run = 0;
@@ -131,6 +134,7 @@ export function referenceAchievements(
   defs: ReadonlyArray<{ id: string; criteria: RefCriterion }>,
   stream: readonly RefEvent[],
   facts: RefFacts = {},
+  dayOffsetMs = 0,
 ): Map<string, RefOutcome> {
   const seen = new Set<string>();
   const byUser = new Map<string, RefEvent[]>();
@@ -148,7 +152,7 @@ export function referenceAchievements(
   ]);
   const out = new Map<string, RefOutcome>();
   for (const user of users) {
-    const m: Mine = { user, events: byUser.get(user) ?? [], facts };
+    const m: Mine = { user, events: byUser.get(user) ?? [], facts, dayOffsetMs };
     for (const d of defs) {
       const completed = met(d.criteria, m);
       out.set(`${user}\u0000${d.id}`, {
@@ -162,5 +166,5 @@ export function referenceAchievements(
 
 /** The outcome of a user the stream never mentions. */
 export function nothingYet(c: RefCriterion): RefOutcome {
-  return { completed: false, progress: shown(c, { user: '', events: [], facts: {} }) };
+  return { completed: false, progress: shown(c, { user: '', events: [], facts: {}, dayOffsetMs: 0 }) };
 }
