@@ -8,6 +8,13 @@
  *   at the seam), cumulative parts from balances included;
  * - a job whose run dies halfway (a chunk's transaction fails and its runner is gone), resumed by
  *   a new runner: the same result.
+ * Then every other criteria type, in a tenant whose days are UTC+14: streak parts (both reset
+ * rules) over 21 days of logins with gaps, a streak_milestone part over milestones reached and a
+ * leaderboard_rank part over windows closed before the achievements existed, and a nested combined
+ * of the three: dry runs equal to the model's count and to the real runs' completions; two jobs
+ * run while logins of later days arrive (deferred by the pipeline at the seam); afterwards every
+ * user's progress and completion equals the model's (milestones and final ranks given to it as
+ * facts), with one completion, one reward and one webhook each.
  * The app runs without the scheduler role, so the test is the job runner and decides when it runs
  * (the scheduler's job, scheduler/achievements.ts, runs in tests/scenario/achievements.test.ts).
  */
