@@ -99,15 +99,10 @@ export const MAPPINGS: readonly Mapping<Error>[] = [
   }),
   // Leaderboard queries: a window key that names no window of the board.
   mapping({ type: WindowNotFound, answer: (err) => errors.notFound(err.message) }),
-  // Achievement backfills: criteria it cannot compute yet, one already running, no achievement.
+  // Achievement backfills: one already running, no achievement (every criteria type is backfilled).
   mapping({
     type: BackfillRefused,
-    answer: (err) =>
-      err.kind === 'busy'
-        ? errors.conflict(err.message)
-        : err.kind === 'not_found'
-          ? errors.notFound(err.message)
-          : errors.validation(`backfill: ${err.message}`),
+    answer: (err) => (err.kind === 'busy' ? errors.conflict(err.message) : errors.notFound(err.message)),
   }),
   // Webhook registration (body.url): an address that may not receive deliveries ...
   mapping({ type: AddressRefused, answer: (err) => errors.validation(`body.url: ${err.message}`) }),

@@ -40,6 +40,7 @@ import type {
   Analytics,
   AnalyticsEvent,
   AnalyticsTransaction,
+  BestRank,
   EventCount,
   SnapshotEntry,
   SnapshotSummary,
@@ -246,6 +247,33 @@ export class ClickHouseAnalytics implements Analytics {
       occurred_at: toSafeInt('occurred_ms', r.occurred_ms),
       received_at: toSafeInt('received_ms', r.received_ms),
       attrs_json: String(r.attrs_json),
+    }));
+  }
+
+  async bestSnapshotRanks(
+    tenantId: string,
+    leaderboardIds: readonly string[],
+    afterUser: string,
+    maxUsers: number,
+  ): Promise<BestRank[]> {
+    const tenant = checkId('tenantId', tenantId);
+    const limit = Math.max(0, Math.min(Math.floor(maxUsers), 100_000));
+    if (limit === 0 || leaderboardIds.length === 0) return [];
+    const boards = chsql`${leaderboardIds.map((b) => chsql`${checkId('leaderboardId', b)}`)}`;
+    const rows = await this.select(chsql`
+      SELECT user_id, leaderboard_id, min(rank) AS best
+      FROM ${this.snapshots} FINAL
+      WHERE tenant_id = ${tenant} AND leaderboard_id IN (${boards})
+        AND user_id IN (
+          SELECT DISTINCT user_id FROM ${this.snapshots}
+          WHERE tenant_id = ${tenant} AND leaderboard_id IN (${boards}) AND user_id > ${afterUser}
+          ORDER BY user_id ASC LIMIT ${limit})
+      GROUP BY user_id, leaderboard_id
+      ORDER BY user_id ASC, leaderboard_id ASC`);
+    return rows.map((r) => ({
+      leaderboard_id: String(r.leaderboard_id),
+      user_id: String(r.user_id),
+      rank: toSafeInt('rank', r.best),
     }));
   }
 

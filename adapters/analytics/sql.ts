@@ -32,6 +32,7 @@ import type {
   Analytics,
   AnalyticsEvent,
   AnalyticsTransaction,
+  BestRank,
   EventCount,
   SnapshotEntry,
   SnapshotSummary,
@@ -167,6 +168,35 @@ export class SqlAnalytics implements Analytics {
       occurred_at: Number(x.occurred_at),
       received_at: Number(x.received_at),
       attrs_json: String(x.attrs_json),
+    }));
+  }
+
+  async bestSnapshotRanks(
+    tenantId: string,
+    leaderboardIds: readonly string[],
+    afterUser: string,
+    maxUsers: number,
+  ): Promise<BestRank[]> {
+    const tenant = checkId('tenantId', tenantId);
+    const limit = Math.max(0, Math.min(Math.floor(maxUsers), 100_000));
+    if (limit === 0 || leaderboardIds.length === 0) return [];
+    const boards = leaderboardIds.map((b) => checkId('leaderboardId', b));
+    const r = await this.sql.query<Row>(
+      `WITH users AS (
+         SELECT user_id FROM analytics_snapshots
+         WHERE tenant_id = $1 AND leaderboard_id = ANY($2::text[]) AND user_id COLLATE "C" > $3
+         GROUP BY user_id ORDER BY user_id COLLATE "C" LIMIT $4)
+       SELECT s.user_id, s.leaderboard_id, min(s.rank) AS best
+       FROM analytics_snapshots s JOIN users u ON u.user_id = s.user_id
+       WHERE s.tenant_id = $1 AND s.leaderboard_id = ANY($2::text[])
+       GROUP BY s.user_id, s.leaderboard_id
+       ORDER BY s.user_id COLLATE "C", s.leaderboard_id COLLATE "C"`,
+      [tenant, boards, afterUser, limit],
+    );
+    return r.rows.map((x) => ({
+      leaderboard_id: String(x.leaderboard_id),
+      user_id: String(x.user_id),
+      rank: toSafeInt('rank', x.best),
     }));
   }
 

@@ -52,6 +52,13 @@ export interface SnapshotSummary {
   entries: number;
 }
 
+/** A user's best (lowest) final rank on a board over every snapshot (achievement backfill). */
+export interface BestRank {
+  leaderboard_id: string;
+  user_id: string;
+  rank: number;
+}
+
 export interface EventCount {
   /** UTC day, YYYY-MM-DD. */
   day: string;
@@ -83,6 +90,18 @@ export interface Analytics {
     afterUser: string,
     maxUsers: number,
   ): Promise<AnalyticsEvent[]>;
+  /**
+   * Best final ranks (achievement backfill of leaderboard_rank parts): for the first `maxUsers`
+   * users whose user_id is after `afterUser` (byte order; '' for the first) with an entry in a
+   * snapshot of one of `leaderboardIds`, each (user, board)'s lowest rank over every snapshot of
+   * that board, deduplicated; ordered by user_id, then leaderboard_id (byte order).
+   */
+  bestSnapshotRanks(
+    tenantId: string,
+    leaderboardIds: readonly string[],
+    afterUser: string,
+    maxUsers: number,
+  ): Promise<BestRank[]>;
   /**
    * Sum of transaction amounts per user for a tenant and currency, deduplicated. Map entries in
    * user_id byte order. Rejects (throws) rather than round a total beyond 2^53 - 1.

@@ -74,7 +74,7 @@ export function definitionRoutes(deps: AchievementDeps): RouteSpec[] {
           );
           if (b.backfill === undefined || b.backfill === false) return a;
           const dry = typeof b.backfill === 'object' && b.backfill.dry_run === true;
-          // The achievement exists from here on; a backfill that cannot start says why (400/409)
+          // The achievement exists from here on; a backfill that cannot start says why (409: one runs already)
           // and leaves it in place (docs/achievements.md "Backfill").
           return { ...a, backfill: await deps.backfills.start(tenant.id, a.id, dry, clock.now()) };
         },

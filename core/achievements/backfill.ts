@@ -2,41 +2,71 @@
  * Backfill (docs/achievements.md "Backfill"): an achievement's progress computed from history,
  * handed over to live processing with no event counted twice and none missed.
  *
- * Sources: event_count parts from the event history of the analytics store (the port's
- * `userEventHistory`), cumulative parts from current balances (lifetime earned). Streak,
- * streak_milestone and leaderboard_rank parts are not backfilled yet: a real run is refused for
- * criteria that have one; a dry run counts them as not met (and says so in the docs).
+ * Sources, one phase of the job each, in this order:
+ *   events      event_count and streak parts, from the event history of the analytics store (the
+ *               port's `userEventHistory`); a streak from the user's matching days in day order,
+ *               tenant-local days as the live step computes them, the same reset rule (applyEvent)
+ *   balances    cumulative parts: lifetime earned (./sources.ts)
+ *   milestones  streak_milestone parts: the highest milestone each user reached (./sources.ts)
+ *   ranks       leaderboard_rank parts: the best final rank in the board's closed-window snapshots
+ *               (the port's `bestSnapshotRanks`), once every closed window has been exported
+ *   deferred    the streak events live processing deferred while the job ran, then the handover
+ * Other features' state is read through ./sources.ts, read-only (the one accepted exception to
+ * "features react through facts": a backfill reads history).
  *
- * The seam, for event_count:
+ * The seam, for events:
  *   1. `start` runs in one transaction holding the tenant's row FOR UPDATE. The pipeline's
  *      achievement step takes that row FOR KEY SHARE before it loads the tenant's achievements,
  *      so every batch either committed before the start (its events are history: they are in
  *      the event log before the pipeline offsets the start records, the `seam`) or loads after
- *      it and sees the running backfill. The start also clears the achievement's event_count
- *      progress of users not completed (whatever live counted before the seam is history, which
- *      the scan counts again).
+ *      it and sees the running backfill. The start also clears the achievement's event_count and
+ *      streak progress of users not completed (whatever live counted before the seam is history,
+ *      which the scan counts again).
  *   2. While the job runs, every event either side counts is claimed first in
  *      `achievement_backfill_live` (tenant, achievement, event_id; INSERT ... ON CONFLICT DO
  *      NOTHING): the pipeline step counts an event of a backfilling achievement only if its claim
  *      is new, and so does the scan. Each event is counted by exactly one side, whichever comes
  *      first (the analytics sink may be ahead of the pipeline or behind it).
- *   3. The scan starts only when the analytics sink has stored every event before the seam (its
+ *   3. A streak depends on the order of its days, so for streak parts the pipeline step does not
+ *      apply an event it claimed: it defers the day (`achievement_backfill_deferred`). The scan
+ *      applies a user's history days and the days deferred so far together, in day order; the
+ *      deferred phase applies the days deferred after that in arrival order, continuing from the
+ *      stored state (last counted day and current run), as live processing would have.
+ *   4. The scan starts only when the analytics sink has stored every event before the seam (its
  *      offsets have reached the seam's on every partition), so none is missed.
- *   4. When the scan is through, the job is done and its claims are deleted: from then on live
- *      processing counts alone.
+ *   5. The handover: the last deferred chunk takes the tenant's row FOR UPDATE (so every batch
+ *      that saw the backfill running has committed its deferrals), applies what is left, marks
+ *      the job done and deletes its claims: from then on live processing counts alone.
+ * The seam, for the other sources: their measures are maxima (lifetime earned, milestone) or a
+ * minimum (rank), so a value read by the backfill and advanced live is never counted twice. None
+ * is missed: before leaving `pending` the job waits until every transaction in progress after the
+ * start has ended (a reaction that ran without seeing the achievement committed its effect before
+ * the state is read; every later one advances it live), and the ranks phase waits until every
+ * closed window of the boards is exported.
  *
- * The job is durable: its state, seam and cursor (the last user done) are in SQL, and each chunk
- * of users is one transaction that advances their progress (completions, rewards and webhooks
+ * The job is durable: its state, seam and cursor (the phase and the last user done) are in SQL,
+ * and each chunk is one transaction that advances progress (completions, rewards and webhooks
  * through the engine, exactly once) and the cursor together. Any process with the scheduler role
- * resumes it after a restart. A dry run reads the same history and changes nothing.
+ * resumes it after a restart. A dry run reads the same sources and changes nothing.
  */
 import type { Analytics, AnalyticsEvent } from '../../adapters/analytics/types';
 import type { Queryable, Sql } from '../../adapters/sql/types';
 import { eventView } from '../leaderboards/definition';
 import type { Random } from '../random';
 import { windowAt } from '../windows';
-import { applyEvent, criteriaMet, EMPTY, leavesOf, partKey, type PartState } from './criteria';
+import {
+  applyEvent,
+  criteriaMet,
+  dayNumber,
+  EMPTY,
+  leavesOf,
+  partKey,
+  type Leaf,
+  type PartState,
+  type StreakCriterion,
+} from './criteria';
 import type { AchievementEngine, PartChange } from './progress';
+import { lifetimeEarned, milestonesReached, snapshotsPending, transactionsInFlightEnded } from './sources';
 import { compiled, getAchievement, lockAchievement, type ActiveAchievement } from './store';
 
 export interface BackfillView {
@@ -93,10 +123,10 @@ const toView = (r: JobRow): BackfillView => ({
   finished_at: iso(r.finished_at),
 });
 
-/** Why a backfill cannot start (the route answers 400 or 409). */
+/** Why a backfill cannot start (the route answers 409 or 404). */
 export class BackfillRefused extends Error {
   constructor(
-    readonly kind: 'unsupported' | 'busy' | 'not_found',
+    readonly kind: 'busy' | 'not_found',
     message: string,
   ) {
     super(message);
@@ -121,8 +151,81 @@ export interface BackfillDeps {
 /** How long a dry run waits for the analytics sink to reach the pipeline. */
 const DRY_RUN_WAIT_MS = 10_000;
 
-/** The leaf types backfill computes (the others keep their live progress). */
-const BACKFILLED = new Set(['event_count', 'cumulative']);
+/** How long one step waits for the transactions in progress after a start to end. */
+const IN_FLIGHT_WAIT_MS = 2_000;
+
+/** The phases of a real run, in order (the cursor names one and the last user done in it). */
+const PHASES = ['events', 'balances', 'milestones', 'ranks', 'deferred'] as const;
+type Phase = (typeof PHASES)[number];
+
+function parseCursor(c: string | null): [Phase, string] {
+  if (!c) return ['events', ''];
+  const v: unknown = JSON.parse(c);
+  if (Array.isArray(v) && PHASES.includes(v[0] as Phase) && typeof v[1] === 'string')
+    return [v[0] as Phase, v[1]];
+  throw new BackfillGone(`unreadable backfill cursor ${c}`);
+}
+const cursorText = (phase: Phase, after: string) => JSON.stringify([phase, after]);
+const nextPhase = (p: Phase): Phase => PHASES[PHASES.indexOf(p) + 1] ?? 'deferred';
+
+/** A deferred streak day (a row of achievement_backfill_deferred). */
+interface DeferredRow {
+  seq: string;
+  user_id: string;
+  part: string;
+  day: string;
+}
+
+/**
+ * The pipeline step's deferral (step 3 of the seam): streak days of events it claimed for a
+ * backfilling achievement, in batch order, applied later by the job.
+ */
+export async function deferStreakDays(
+  q: Queryable,
+  rows: ReadonlyArray<{
+    tenant_id: string;
+    achievement_id: string;
+    user_id: string;
+    part: string;
+    day: string;
+  }>,
+): Promise<void> {
+  if (rows.length === 0) return;
+  await q.query(
+    `INSERT INTO achievement_backfill_deferred (tenant_id, achievement_id, user_id, part, day)
+     SELECT t, a, u, p, d FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[])
+       WITH ORDINALITY AS k(t, a, u, p, d, n) ORDER BY n`,
+    [
+      rows.map((r) => r.tenant_id),
+      rows.map((r) => r.achievement_id),
+      rows.map((r) => r.user_id),
+      rows.map((r) => r.part),
+      rows.map((r) => r.day),
+    ],
+  );
+}
+
+const grow =
+  (v: number) =>
+  (s: PartState): PartState =>
+    v > s.value ? { value: v, best: Math.max(s.best, v), last_day: s.last_day } : s;
+
+const betterRank =
+  (rank: number) =>
+  (s: PartState): PartState =>
+    rank >= 1 && (s.value === 0 || rank < s.value) ? { value: rank, best: rank, last_day: s.last_day } : s;
+
+/** A streak's progress over these days (any order, repeats allowed): applied in day order. */
+function streakOver(l: StreakCriterion, days: Iterable<string>) {
+  const sorted = [...new Set(days)].sort((a, b) => dayNumber(a) - dayNumber(b));
+  return (s: PartState): PartState => sorted.reduce((st, d) => applyEvent(l, st, d), s);
+}
+
+const metricsOf = (leaves: readonly Leaf[]) => ({
+  currencies: [...new Set(leaves.flatMap((l) => (l.type === 'cumulative' ? [l.metric] : [])))],
+  streaks: [...new Set(leaves.flatMap((l) => (l.type === 'streak_milestone' ? [l.streak_id] : [])))],
+  boards: [...new Set(leaves.flatMap((l) => (l.type === 'leaderboard_rank' ? [l.leaderboard_id] : [])))],
+});
 
 export class Backfills {
   private readonly chunkUsers: number;
@@ -147,12 +250,6 @@ export class Backfills {
       await tx.query('SELECT id FROM tenants WHERE id = $1 FOR UPDATE', [tenantId]);
       const def = await lockAchievement(tx, tenantId, achievementId);
       if (!def) throw new BackfillRefused('not_found', `Achievement ${achievementId} not found`);
-      const odd = leavesOf(def.criteria).find((l) => !BACKFILLED.has(l.type));
-      if (odd)
-        throw new BackfillRefused(
-          'unsupported',
-          `a backfill computes event_count and cumulative criteria so far; this achievement has a ${odd.type} criterion`,
-        );
       const busy = await tx.query(
         `SELECT 1 FROM achievement_backfills WHERE tenant_id = $1 AND achievement_id = $2 AND state IN ('pending', 'running') AND NOT dry_run`,
         [tenantId, achievementId],
@@ -160,13 +257,17 @@ export class Backfills {
       if (busy.rowCount > 0)
         throw new BackfillRefused('busy', `a backfill of achievement ${achievementId} is running already`);
       const parts = leavesOf(def.criteria)
-        .filter((l) => l.type === 'event_count')
+        .filter((l) => l.type === 'event_count' || l.type === 'streak')
         .map(partKey);
       await tx.query(
         `DELETE FROM achievement_progress p WHERE p.tenant_id = $1 AND p.achievement_id = $2 AND p.part = ANY($3::text[])
            AND NOT EXISTS (SELECT 1 FROM achievement_completions c
                            WHERE c.tenant_id = p.tenant_id AND c.achievement_id = p.achievement_id AND c.user_id = p.user_id)`,
         [tenantId, achievementId, parts],
+      );
+      await tx.query(
+        'DELETE FROM achievement_backfill_deferred WHERE tenant_id = $1 AND achievement_id = $2',
+        [tenantId, achievementId],
       );
       const o = this.deps.offsets;
       const seam = await tx.query<{ partition: number; next_offset: string }>(
@@ -237,10 +338,11 @@ export class Backfills {
     return false;
   }
 
-  /** Moves one job by one chunk; false when it has to wait (the analytics sink is behind the seam). */
+  /** Moves one job by one chunk; false when it has to wait (the analytics sink, in-flight transactions, exports). */
   private async advanceJob(job: JobRow, now: number): Promise<boolean> {
     if (job.state === 'pending') {
       if (!(await this.sinkPastSeam(job.seam ?? {}))) return false;
+      if (!(await transactionsInFlightEnded(this.deps.sql, IN_FLIGHT_WAIT_MS))) return false;
       const def = await getAchievement(this.deps.sql, job.tenant_id, job.achievement_id);
       if (!def) throw new BackfillGone('the achievement is gone');
       await this.deps.sql.query(
@@ -250,22 +352,30 @@ export class Backfills {
       );
       return true;
     }
-    // The next chunk of history is read before the transaction (in the embedded shape the
-    // analytics tables share the one SQL connection, which the transaction holds); the
-    // transaction then checks that the cursor has not moved (another runner) before writing.
+    // The next chunk of history (events, snapshots) is read before the transaction (in the
+    // embedded shape the analytics tables share the one SQL connection, which the transaction
+    // holds); the transaction then checks that the cursor has not moved (another runner) before
+    // writing.
     const def0 = await getAchievement(this.deps.sql, job.tenant_id, job.achievement_id);
     if (!def0) throw new BackfillGone('the achievement is gone');
-    const cursor0 = job.cursor ?? '';
-    const types0 = eventTypes(compiled(def0));
-    const history =
-      !cursor0.startsWith('balances:') && types0.length
-        ? await this.deps.analytics.userEventHistory(
-            job.tenant_id,
-            types0.includes('*') ? null : types0,
-            cursor0,
-            this.chunkUsers,
-          )
-        : [];
+    const [phase, after] = parseCursor(job.cursor);
+    const a0 = compiled(def0);
+    const m0 = metricsOf(leavesOf(def0.criteria));
+    let history: AnalyticsEvent[] = [];
+    let ranks: Array<{ leaderboard_id: string; user_id: string; rank: number }> = [];
+    if (phase === 'events') {
+      const types0 = eventTypes(a0);
+      if (types0.length)
+        history = await this.deps.analytics.userEventHistory(
+          job.tenant_id,
+          types0.includes('*') ? null : types0,
+          after,
+          this.chunkUsers,
+        );
+    } else if (phase === 'ranks' && m0.boards.length) {
+      if (await snapshotsPending(this.deps.sql, job.tenant_id, m0.boards)) return false;
+      ranks = await this.deps.analytics.bestSnapshotRanks(job.tenant_id, m0.boards, after, this.chunkUsers);
+    }
     return this.deps.sql.tx(async (q) => {
       const r = await q.query<JobRow>(
         `SELECT * FROM achievement_backfills WHERE tenant_id = $1 AND achievement_id = $2 AND id = $3 AND state = 'running' FOR UPDATE SKIP LOCKED`,
@@ -274,80 +384,161 @@ export class Backfills {
       const cur = r.rows[0];
       if (!cur) return false;
       // Moved by another runner since it was read: read again next time.
-      if ((cur.cursor ?? '') !== cursor0) return true;
+      if ((cur.cursor ?? '') !== (job.cursor ?? '')) return true;
       const def = await getAchievement(q, cur.tenant_id, cur.achievement_id);
       if (!def) throw new BackfillGone('the achievement is gone');
       const a = compiled(def);
-      const cursor = cursor0;
-      const phase = cursor.startsWith('balances:') ? 'balances' : 'events';
-      if (phase === 'events') {
-        if (history.length === 0) {
-          await this.setCursor(q, cur, 'balances:', 0, 0, 0, 0, now);
-          return true;
-        }
-        const claimed = await this.claim(q, a, history);
-        const counts = countFromHistory(a, history, (e) => claimed.has(e.event_id));
-        const changes: PartChange[] = [];
-        for (const [user, parts] of counts)
-          for (const [part, n] of parts)
-            if (n > 0) changes.push({ a, user_id: user, part, apply: (s) => ({ ...s, value: s.value + n }) });
-        const users = new Set(history.map((e) => e.user_id));
+      const m = metricsOf(leavesOf(def.criteria));
+      const advance = async (changes: PartChange[], users: number, events: number, cursor: string) => {
         const res = await this.deps.engine.advance(q, changes, now, 'backfill');
-        await this.setCursor(
-          q,
-          cur,
-          history[history.length - 1]!.user_id,
-          users.size,
-          history.length,
-          res.completed.length,
-          res.completed.length,
-          now,
-        );
+        await this.setCursor(q, cur, cursor, users, events, res.completed.length, res.completed.length, now);
         return true;
+      };
+      const moveOn = () =>
+        this.setCursor(q, cur, cursorText(nextPhase(phase), ''), 0, 0, 0, 0, now).then(() => true);
+      switch (phase) {
+        case 'events': {
+          if (history.length === 0) return moveOn();
+          return this.eventsChunk(q, a, history, (changes, users) =>
+            advance(
+              changes,
+              users,
+              history.length,
+              cursorText('events', history[history.length - 1]!.user_id),
+            ),
+          );
+        }
+        case 'balances': {
+          const rows = await lifetimeEarned(q, cur.tenant_id, m.currencies, after, this.chunkUsers);
+          if (rows.length === 0) return moveOn();
+          const changes: PartChange[] = [];
+          for (const b of rows)
+            for (const [part, l] of a.leaves)
+              if (l.type === 'cumulative' && l.metric === b.currency_id)
+                changes.push({ a, user_id: b.user_id, part, apply: grow(b.value) });
+          return advance(changes, 0, 0, cursorText('balances', rows[rows.length - 1]!.user_id));
+        }
+        case 'milestones': {
+          const rows = await milestonesReached(q, cur.tenant_id, m.streaks, after, this.chunkUsers);
+          if (rows.length === 0) return moveOn();
+          const changes: PartChange[] = [];
+          for (const x of rows)
+            for (const [part, l] of a.leaves)
+              if (l.type === 'streak_milestone' && l.streak_id === x.streak_id)
+                changes.push({ a, user_id: x.user_id, part, apply: grow(x.value) });
+          return advance(changes, 0, 0, cursorText('milestones', rows[rows.length - 1]!.user_id));
+        }
+        case 'ranks': {
+          if (ranks.length === 0) return moveOn();
+          const changes: PartChange[] = [];
+          for (const x of ranks)
+            for (const [part, l] of a.leaves)
+              if (l.type === 'leaderboard_rank' && l.leaderboard_id === x.leaderboard_id)
+                changes.push({ a, user_id: x.user_id, part, apply: betterRank(x.rank) });
+          return advance(changes, 0, 0, cursorText('ranks', ranks[ranks.length - 1]!.user_id));
+        }
+        case 'deferred':
+          return this.deferredChunk(q, a, cur, now);
       }
-      // Cumulative parts from current balances (lifetime earned), by user after the cursor; also
-      // completes users whose event parts the scan already met (their combined criteria).
-      const after = cursor.slice('balances:'.length);
-      const currencies = [
-        ...new Set(leavesOf(def.criteria).flatMap((l) => (l.type === 'cumulative' ? [l.metric] : []))),
-      ];
-      const users = await q.query<{ user_id: string; currency_id: string; lifetime_earned: string }>(
-        `WITH u AS (
-           SELECT user_id FROM balances WHERE tenant_id = $1 AND currency_id = ANY($2::text[]) AND user_id COLLATE "C" > $3
-           GROUP BY user_id ORDER BY user_id COLLATE "C" LIMIT $4)
-         SELECT b.user_id, b.currency_id, b.lifetime_earned FROM balances b JOIN u ON u.user_id = b.user_id
-         WHERE b.tenant_id = $1 AND b.currency_id = ANY($2::text[]) ORDER BY b.user_id COLLATE "C"`,
-        [cur.tenant_id, currencies, after, this.chunkUsers],
-      );
-      if (users.rows.length === 0) {
-        await q.query(
-          `UPDATE achievement_backfills SET state = 'done', users_total = users_done, updated_at = $4, finished_at = $4
-           WHERE tenant_id = $1 AND achievement_id = $2 AND id = $3`,
-          [cur.tenant_id, cur.achievement_id, cur.id, now],
-        );
-        await q.query('DELETE FROM achievement_backfill_live WHERE tenant_id = $1 AND achievement_id = $2', [
-          cur.tenant_id,
-          cur.achievement_id,
-        ]);
-        return true;
-      }
-      const changes: PartChange[] = [];
-      for (const b of users.rows)
-        for (const [part, l] of a.leaves)
-          if (l.type === 'cumulative' && l.metric === b.currency_id) {
-            const v = Number(b.lifetime_earned);
-            changes.push({
-              a,
-              user_id: b.user_id,
-              part,
-              apply: (s) => (v > s.value ? { value: v, best: Math.max(s.best, v), last_day: s.last_day } : s),
-            });
-          }
-      const res = await this.deps.engine.advance(q, changes, now, 'backfill');
-      const last = users.rows[users.rows.length - 1]!.user_id;
-      await this.setCursor(q, cur, `balances:${last}`, 0, 0, res.completed.length, res.completed.length, now);
-      return true;
     });
+  }
+
+  /**
+   * One chunk of the event history: its matching events claimed (those live counted first are
+   * skipped), event_count parts counted, streak parts over the user's history days and the days
+   * live deferred so far, in day order.
+   */
+  private async eventsChunk(
+    q: Queryable,
+    a: ActiveAchievement,
+    history: readonly AnalyticsEvent[],
+    advance: (changes: PartChange[], users: number) => Promise<boolean>,
+  ): Promise<boolean> {
+    const tenantId = a.def.tenant_id;
+    const users = [...new Set(history.map((e) => e.user_id))];
+    const claimed = await this.claim(q, a, history);
+    const timezone = await tenantTimezone(q, tenantId);
+    const { counts, days } = fromHistory(a, history, (e) => claimed.has(e.event_id), timezone);
+    // Days live deferred for these users (committed before this statement; later ones are the
+    // deferred phase's), taken out of the deferral table with this chunk.
+    const deferred = await q.query<DeferredRow>(
+      `DELETE FROM achievement_backfill_deferred WHERE tenant_id = $1 AND achievement_id = $2 AND user_id = ANY($3::text[])
+       RETURNING seq::text, user_id, part, day`,
+      [tenantId, a.def.id, users],
+    );
+    for (const d of deferred.rows) addDay(days, d.user_id, d.part, d.day);
+    const changes: PartChange[] = [];
+    for (const [user, parts] of counts)
+      for (const [part, n] of parts)
+        if (n > 0) changes.push({ a, user_id: user, part, apply: (s) => ({ ...s, value: s.value + n }) });
+    for (const [user, parts] of days)
+      for (const [part, set] of parts) {
+        const l = a.leaves.get(part);
+        if (l?.type === 'streak') changes.push({ a, user_id: user, part, apply: streakOver(l, set) });
+      }
+    return advance(changes, users.length);
+  }
+
+  /**
+   * The deferred phase: days live deferred after their user's history chunk, applied in arrival
+   * order. The last chunk is the handover: under the tenant's row FOR UPDATE (every batch that
+   * saw the backfill running has committed, and every later one sees it done) it applies the
+   * rest, marks the job done and deletes its claims.
+   */
+  private async deferredChunk(
+    q: Queryable,
+    a: ActiveAchievement,
+    cur: JobRow,
+    now: number,
+  ): Promise<boolean> {
+    const limit = this.chunkUsers * 10;
+    const take = async (max: number | null) =>
+      (
+        await q.query<DeferredRow>(
+          `SELECT seq::text, user_id, part, day FROM achievement_backfill_deferred
+           WHERE tenant_id = $1 AND achievement_id = $2 ORDER BY seq${max === null ? '' : ` LIMIT ${max}`}`,
+          [cur.tenant_id, cur.achievement_id],
+        )
+      ).rows;
+    let rows = await take(limit + 1);
+    const last = rows.length <= limit;
+    if (last) {
+      await q.query('SELECT id FROM tenants WHERE id = $1 FOR UPDATE', [cur.tenant_id]);
+      rows = await take(null);
+    }
+    const changes: PartChange[] = [];
+    for (const d of rows) {
+      const l = a.leaves.get(d.part);
+      if (l?.type === 'streak')
+        changes.push({ a, user_id: d.user_id, part: d.part, apply: (s) => applyEvent(l, s, d.day) });
+    }
+    const res = await this.deps.engine.advance(q, changes, now, 'backfill');
+    if (rows.length)
+      await q.query(
+        'DELETE FROM achievement_backfill_deferred WHERE tenant_id = $1 AND achievement_id = $2 AND seq = ANY($3::bigint[])',
+        [cur.tenant_id, cur.achievement_id, rows.map((d) => d.seq)],
+      );
+    await this.setCursor(
+      q,
+      cur,
+      cursorText('deferred', ''),
+      0,
+      0,
+      res.completed.length,
+      res.completed.length,
+      now,
+    );
+    if (!last) return true;
+    await q.query(
+      `UPDATE achievement_backfills SET state = 'done', users_total = users_done, updated_at = $4, finished_at = $4
+       WHERE tenant_id = $1 AND achievement_id = $2 AND id = $3`,
+      [cur.tenant_id, cur.achievement_id, cur.id, now],
+    );
+    await q.query('DELETE FROM achievement_backfill_live WHERE tenant_id = $1 AND achievement_id = $2', [
+      cur.tenant_id,
+      cur.achievement_id,
+    ]);
+    return true;
   }
 
   private async setCursor(
@@ -389,6 +580,10 @@ export class Backfills {
       'DELETE FROM achievement_backfill_live WHERE tenant_id = $1 AND achievement_id = $2',
       [job.tenant_id, job.achievement_id],
     );
+    await this.deps.sql.query(
+      'DELETE FROM achievement_backfill_deferred WHERE tenant_id = $1 AND achievement_id = $2',
+      [job.tenant_id, job.achievement_id],
+    );
   }
 
   /** Whether the analytics sink has stored every event before the seam. */
@@ -403,9 +598,10 @@ export class Backfills {
   }
 
   /**
-   * The dry run: every user's progress from history alone (event_count and streak parts from the
-   * event history, cumulative parts from balances), and how many of the users not completed yet
-   * would meet the criteria. Changes nothing but its own job row.
+   * The dry run: every user's progress from the same sources as a real run (event_count and
+   * streak parts from the event history, cumulative from balances, streak_milestone from the
+   * milestones reached, leaderboard_rank from the snapshots), and how many of the users not
+   * completed yet would meet the criteria. Changes nothing but its own job row.
    */
   private async dryRun(tenantId: string, achievementId: string, now: number): Promise<BackfillView> {
     const def = await getAchievement(this.deps.sql, tenantId, achievementId);
@@ -427,13 +623,14 @@ export class Backfills {
       if (!m) states.set(user, (m = new Map()));
       return m;
     };
+    const change = (user: string, part: string, f: (s: PartState) => PartState) => {
+      const m = stateOf(user);
+      m.set(part, f(m.get(part) ?? EMPTY));
+    };
     const types = eventTypes(a);
+    const timezone = await tenantTimezone(this.deps.sql, tenantId);
     let cursor = '';
     let events = 0;
-    const tz = await this.deps.sql.query<{ timezone: string }>('SELECT timezone FROM tenants WHERE id = $1', [
-      tenantId,
-    ]);
-    const timezone = tz.rows[0]?.timezone ?? 'UTC';
     while (types.length) {
       const history = await this.deps.analytics.userEventHistory(
         tenantId,
@@ -443,38 +640,53 @@ export class Backfills {
       );
       if (history.length === 0) break;
       events += history.length;
-      for (const e of history) {
-        const view = eventView({ ...e, actor_metadata_json: null, subject_json: null });
-        for (const l of a.eventLeaves) {
-          if (!l.matchesType(view.type) || !l.condition.test(view)) continue;
-          const m = stateOf(e.user_id);
-          m.set(
-            l.key,
-            applyEvent(
-              l.leaf,
-              m.get(l.key) ?? EMPTY,
-              windowAt({ type: 'daily', timezone }, e.occurred_at).key,
-            ),
-          );
+      const { counts, days } = fromHistory(a, history, () => true, timezone);
+      for (const [user, parts] of counts)
+        for (const [part, n] of parts) change(user, part, (s) => ({ ...s, value: s.value + n }));
+      for (const [user, parts] of days)
+        for (const [part, set] of parts) {
+          const l = a.leaves.get(part);
+          if (l?.type === 'streak') change(user, part, streakOver(l, set));
         }
-      }
       cursor = history[history.length - 1]!.user_id;
     }
-    const currencies = [
-      ...new Set(leavesOf(def.criteria).flatMap((l) => (l.type === 'cumulative' ? [l.metric] : []))),
-    ];
-    if (currencies.length) {
-      const b = await this.deps.sql.query<{ user_id: string; currency_id: string; lifetime_earned: string }>(
-        'SELECT user_id, currency_id, lifetime_earned FROM balances WHERE tenant_id = $1 AND currency_id = ANY($2::text[])',
-        [tenantId, currencies],
-      );
-      for (const row of b.rows)
+    const m = metricsOf(leavesOf(def.criteria));
+    const page = async <T extends { user_id: string }>(
+      read: (after: string) => Promise<T[]>,
+      each: (x: T) => void,
+    ) => {
+      for (let after = ''; ;) {
+        const rows = await read(after);
+        if (rows.length === 0) return;
+        rows.forEach(each);
+        after = rows[rows.length - 1]!.user_id;
+      }
+    };
+    const limit = this.chunkUsers * 10;
+    await page(
+      (after) => lifetimeEarned(this.deps.sql, tenantId, m.currencies, after, limit),
+      (b) => {
         for (const [part, l] of a.leaves)
-          if (l.type === 'cumulative' && l.metric === row.currency_id) {
-            const v = Number(row.lifetime_earned);
-            stateOf(row.user_id).set(part, { value: v, best: v, last_day: '' });
-          }
-    }
+          if (l.type === 'cumulative' && l.metric === b.currency_id) change(b.user_id, part, grow(b.value));
+      },
+    );
+    await page(
+      (after) => milestonesReached(this.deps.sql, tenantId, m.streaks, after, limit),
+      (x) => {
+        for (const [part, l] of a.leaves)
+          if (l.type === 'streak_milestone' && l.streak_id === x.streak_id)
+            change(x.user_id, part, grow(x.value));
+      },
+    );
+    if (m.boards.length)
+      await page(
+        (after) => this.deps.analytics.bestSnapshotRanks(tenantId, m.boards, after, limit),
+        (x) => {
+          for (const [part, l] of a.leaves)
+            if (l.type === 'leaderboard_rank' && l.leaderboard_id === x.leaderboard_id)
+              change(x.user_id, part, betterRank(x.rank));
+        },
+      );
     const done = await this.deps.sql.query<{ user_id: string }>(
       'SELECT user_id FROM achievement_completions WHERE tenant_id = $1 AND achievement_id = $2',
       [tenantId, achievementId],
@@ -493,6 +705,13 @@ export class Backfills {
   }
 }
 
+async function tenantTimezone(q: Queryable, tenantId: string): Promise<string> {
+  const tz = await q.query<{ timezone: string | null }>('SELECT timezone FROM tenants WHERE id = $1', [
+    tenantId,
+  ]);
+  return tz.rows[0]?.timezone ?? 'UTC';
+}
+
 /** The event types the achievement's event parts read (`*` when one reads every type). */
 function eventTypes(a: ActiveAchievement): string[] {
   return [...new Set(a.eventLeaves.map((l) => l.leaf.event_type))].sort();
@@ -500,27 +719,46 @@ function eventTypes(a: ActiveAchievement): string[] {
 
 function matchesAny(a: ActiveAchievement, e: AnalyticsEvent): boolean {
   const view = eventView({ ...e, actor_metadata_json: null, subject_json: null });
-  return a.eventLeaves.some(
-    (l) => l.leaf.type === 'event_count' && l.matchesType(view.type) && l.condition.test(view),
-  );
+  return a.eventLeaves.some((l) => l.matchesType(view.type) && l.condition.test(view));
 }
 
-/** Per user and event_count part: how many of the counted (claimed) events match. */
-function countFromHistory(
+type DaysByUser = Map<string, Map<string, Set<string>>>;
+
+function addDay(days: DaysByUser, user: string, part: string, day: string) {
+  let m = days.get(user);
+  if (!m) days.set(user, (m = new Map()));
+  let s = m.get(part);
+  if (!s) m.set(part, (s = new Set()));
+  s.add(day);
+}
+
+/**
+ * Per user and part, from the counted (claimed) events: event_count parts' matching events, and
+ * streak parts' tenant-local days (the daily window of the tenant's time zone, as the live step).
+ */
+function fromHistory(
   a: ActiveAchievement,
   history: readonly AnalyticsEvent[],
   counted: (e: AnalyticsEvent) => boolean,
-): Map<string, Map<string, number>> {
-  const out = new Map<string, Map<string, number>>();
+  timezone: string,
+): { counts: Map<string, Map<string, number>>; days: DaysByUser } {
+  const counts = new Map<string, Map<string, number>>();
+  const days: DaysByUser = new Map();
   for (const e of history) {
     if (!counted(e)) continue;
     const view = eventView({ ...e, actor_metadata_json: null, subject_json: null });
+    let day: string | undefined;
     for (const l of a.eventLeaves) {
-      if (l.leaf.type !== 'event_count' || !l.matchesType(view.type) || !l.condition.test(view)) continue;
-      let m = out.get(e.user_id);
-      if (!m) out.set(e.user_id, (m = new Map()));
+      if (!l.matchesType(view.type) || !l.condition.test(view)) continue;
+      if (l.leaf.type === 'streak') {
+        day ??= windowAt({ type: 'daily', timezone }, e.occurred_at).key;
+        addDay(days, e.user_id, l.key, day);
+        continue;
+      }
+      let m = counts.get(e.user_id);
+      if (!m) counts.set(e.user_id, (m = new Map()));
       m.set(l.key, (m.get(l.key) ?? 0) + 1);
     }
   }
-  return out;
+  return { counts, days };
 }

@@ -9,9 +9,11 @@
  *
  * Backfill seam (docs/achievements.md "Backfill", core/achievements/backfill.ts): while an
  * achievement's backfill runs, this step counts an event for it only when it claims the event
- * first; the history scan claims the events it counts the same way.
+ * first; the history scan claims the events it counts the same way. A streak part's claimed event is
+ * deferred (its day recorded for the backfill, which applies it in order with the history's).
  */
 import type { Queryable } from '../../adapters/sql/types';
+import { deferStreakDays } from '../../core/achievements/backfill';
 import { applyEvent } from '../../core/achievements/criteria';
 import { type AchievementEngine, type PartChange } from '../../core/achievements/progress';
 import type { EventLeaf } from '../../core/achievements/criteria';
@@ -86,10 +88,23 @@ export class AchievementStep implements PipelineStep<AchievementsLoaded> {
     const claimed = await this.claim(q, batch, matched, loaded.backfilling);
     const changes: PartChange[] = [];
     const eventOf: number[] = [];
+    const deferred: Parameters<typeof deferStreakDays>[1][number][] = [];
     for (const m of matched) {
       if (claimed && loaded.backfilling.has(`${m.a.def.tenant_id}\u0000${m.a.def.id}`)) {
         const e = batch.events[m.i]!.event;
         if (!claimed.has(`${m.a.def.tenant_id}\u0000${m.a.def.id}\u0000${e.event_id}`)) continue;
+        // A streak part's day waits for the backfill (its order with the history's days matters).
+        if (m.leaf.leaf.type === 'streak') {
+          deferred.push({
+            tenant_id: m.a.def.tenant_id,
+            achievement_id: m.a.def.id,
+            user_id: e.user_id,
+            part: m.leaf.key,
+            day: m.day,
+          });
+          effects[m.i] = applied;
+          continue;
+        }
       }
       const { leaf, day } = m;
       changes.push({
@@ -100,6 +115,7 @@ export class AchievementStep implements PipelineStep<AchievementsLoaded> {
       });
       eventOf.push(m.i);
     }
+    await deferStreakDays(q, deferred);
     const result = await this.engine.advance(q, changes, batch.now);
     result.changed.forEach((c, k) => {
       if (c) effects[eventOf[k]!] = applied;

@@ -372,6 +372,68 @@ describe.each(adapters)('Analytics contract [%s]', (name, open) => {
     ]);
   });
 
+  it("answers each user's best final rank per board over every snapshot, paged by user_id bytes (backfill)", async () => {
+    const t = tenant();
+    const hostile = "o'; DROP TABLE x; --";
+    await a.insertSnapshot([
+      snap(t, 'lb', D1, 'amy', 3, 10, 'd1'),
+      snap(t, 'lb', D2, 'amy', 1, 12, 'd2'),
+      snap(t, 'lb', D2, 'amy', 1, 12, 'd2'), // inserted twice: once
+      snap(t, 'lb', D1, 'Bea', 2, 11, 'd1'),
+      snap(t, 'lb', D3, 'Bea', 7, 1, 'd3'),
+      snap(t, 'lb', D1, 'zoe', 4, 5, 'd1'),
+      snap(t, 'other', D1, 'amy', 9, 5, 'd1'),
+      snap(t, 'other', D1, 'cid', 2, 5, 'd1'),
+      snap(t, hostile, D1, 'dan', 1, 5, 'd1'),
+      snap(t, 'unasked', D1, 'eve', 1, 5, 'd1'),
+      snap(tenant(), 'lb', D1, 'amy', 1, 99, 'd1'),
+    ]);
+    const all = [
+      { leaderboard_id: 'lb', user_id: 'Bea', rank: 2 },
+      { leaderboard_id: 'lb', user_id: 'amy', rank: 1 },
+      { leaderboard_id: 'other', user_id: 'amy', rank: 9 },
+      { leaderboard_id: 'other', user_id: 'cid', rank: 2 },
+      { leaderboard_id: hostile, user_id: 'dan', rank: 1 },
+      { leaderboard_id: 'lb', user_id: 'zoe', rank: 4 },
+    ];
+    const boards = ['lb', 'other', hostile];
+    expect(await a.bestSnapshotRanks(t, boards, '', 100)).toEqual(all);
+    // Pages of two users: Bea, amy | cid, dan | zoe.
+    expect(await a.bestSnapshotRanks(t, boards, '', 2)).toEqual(all.slice(0, 3));
+    expect(await a.bestSnapshotRanks(t, boards, 'amy', 2)).toEqual(all.slice(3, 5));
+    expect(await a.bestSnapshotRanks(t, boards, 'dan', 2)).toEqual(all.slice(5));
+    expect(await a.bestSnapshotRanks(t, boards, 'zoe', 2)).toEqual([]);
+    expect(await a.bestSnapshotRanks(t, ['lb'], '', 100)).toEqual(
+      all.filter((x) => x.leaderboard_id === 'lb'),
+    );
+    expect(await a.bestSnapshotRanks(t, [], '', 100)).toEqual([]);
+    expect(await a.bestSnapshotRanks(t, boards, '', 0)).toEqual([]);
+  });
+
+  it('reads event history by user in user_id byte order, each user whole, deduplicated (backfill)', async () => {
+    const t = tenant();
+    await a.insertEvents([
+      ev(t, 'e3', 'play', 'amy', D2),
+      ev(t, 'e1', 'play', 'amy', D1),
+      ev(t, 'e1', 'play', 'amy', D1), // twice: once
+      ev(t, 'e2', 'other', 'amy', D1 + 5),
+      ev(t, 'e4', 'play', 'Bea', D3),
+      ev(t, 'e5', 'skip', 'cid', D1),
+      ev(t, 'e6', 'play', 'dan', D1),
+      ev(tenant(), 'e7', 'play', 'amy', D1),
+    ]);
+    const ids = (rows: AnalyticsEvent[]) => rows.map((e) => `${e.user_id}:${e.event_id}`);
+    expect(ids(await a.userEventHistory(t, ['play', 'other'], '', 2))).toEqual([
+      'Bea:e4',
+      'amy:e1',
+      'amy:e2',
+      'amy:e3',
+    ]);
+    expect(ids(await a.userEventHistory(t, ['play', 'other'], 'amy', 2))).toEqual(['dan:e6']);
+    expect(ids(await a.userEventHistory(t, null, 'amy', 10))).toEqual(['cid:e5', 'dan:e6']);
+    expect(await a.userEventHistory(t, ['play'], '', 0)).toEqual([]);
+  });
+
   it('pages snapshot entries in rank order and finds one user', async () => {
     const t = tenant();
     const rows = Array.from({ length: 25 }, (_, k) =>

@@ -8,6 +8,13 @@
  *   at the seam), cumulative parts from balances included;
  * - a job whose run dies halfway (a chunk's transaction fails and its runner is gone), resumed by
  *   a new runner: the same result.
+ * Then every other criteria type, in a tenant whose days are UTC+14: streak parts (both reset
+ * rules) over 21 days of logins with gaps, a streak_milestone part over milestones reached and a
+ * leaderboard_rank part over windows closed before the achievements existed, and a nested combined
+ * of the three: dry runs equal to the model's count and to the real runs' completions; two jobs
+ * run while logins of later days arrive (deferred by the pipeline at the seam); afterwards every
+ * user's progress and completion equals the model's (milestones and final ranks given to it as
+ * facts), with one completion, one reward and one webhook each.
  * The app runs without the scheduler role, so the test is the job runner and decides when it runs
  * (the scheduler's job, scheduler/achievements.ts, runs in tests/scenario/achievements.test.ts).
  */
@@ -17,7 +24,12 @@ import { ManualClock } from '../../core/clock';
 import { ANALYTICS_GROUP } from '../../processors/analytics-sink/sink';
 import { PIPELINE_GROUP } from '../../processors/pipeline/pipeline';
 import { EVENTS_TOPIC } from '../../schemas/topics';
-import { referenceAchievements, type RefCriterion, type RefEvent } from '../support/achievements-reference';
+import {
+  nothingYet,
+  referenceAchievements,
+  type RefCriterion,
+  type RefEvent,
+} from '../support/achievements-reference';
 import {
   call,
   SHAPES,
@@ -310,16 +322,300 @@ describe.each(SHAPES)('achievement backfill [%s]', (shape) => {
     ).toBe(0);
   }, 600_000);
 
-  it('refuses a real backfill of criteria it cannot compute yet, and answers 404 without a job', async () => {
-    const s = await admin('POST', '/v1/achievements', {
-      name: 'S',
-      criteria: { type: 'streak', event_type: 'play', threshold: 3 },
+  it('backfills streak, streak_milestone, leaderboard_rank and combined criteria: dry run, real run, live days at the seam', async () => {
+    const K = Array.from({ length: 30 }, (_, i) => `k${String(i).padStart(2, '0')}`);
+    const at = (d: number, hour: number) => Date.UTC(2026, 10, 20) + d * DAY + hour * 3_600_000;
+    const gen = lcg(shape === 'embedded' ? 3 : 5);
+    let kseq = 0;
+    const ev = (
+      user: string,
+      type: string,
+      occurred: number,
+      attrs: Record<string, unknown> = {},
+    ): RefEvent => ({
+      event_id: `bk-${shape}-${++kseq}`,
+      user_id: user,
+      type,
+      occurred_at: occurred,
+      attrs,
     });
-    const r = await admin('POST', `/v1/achievements/${s.body.id}/backfill`, {});
-    expect([r.status, r.body.error.message]).toEqual([400, expect.stringMatching(/streak criterion/)]);
-    expect((await admin('GET', `/v1/achievements/${s.body.id}/backfill`)).status).toBe(404);
-    const dry = await admin('POST', `/v1/achievements/${s.body.id}/backfill`, { dry_run: true });
-    expect([dry.status, dry.body.state]).toEqual([202, 'done']);
+    /** Sends these events (one bulk request each 100, in order) and waits until they are processed. */
+    const send = async (events: RefEvent[]) => {
+      stream.push(...events);
+      for (let i = 0; i < events.length; i += 100) {
+        const r = await call('POST', `${app.url.ingest}/v1/events/bulk`, {
+          headers: { authorization: `Bearer ${token}` },
+          body: {
+            events: events.slice(i, i + 100).map((e) => ({
+              event_id: e.event_id,
+              type: e.type,
+              actor: { user_id: e.user_id },
+              occurred_at: new Date(e.occurred_at).toISOString(),
+              attrs: e.attrs,
+            })),
+          },
+        });
+        expect([r.status, r.body.failed]).toEqual([202, 0]);
+      }
+    };
+
+    // Tenant-local days from here on: Pacific/Kiritimati, UTC+14 all year (no DST), so a login at
+    // 10:00 UTC or later is on the next local day: history and live must cut days the same way.
+    const ZONE_OFFSET = 14 * 3_600_000;
+    expect(
+      (
+        await call('PUT', `${app.url.admin}/v1/tenants/${tenant.id}`, {
+          headers: { 'x-api-key': app.rootKey },
+          body: { timezone: 'Pacific/Kiritimati' },
+        })
+      ).status,
+    ).toBe(200);
+
+    // The reward every achievement here pays, in a currency of its own.
+    expect(
+      (
+        await admin('POST', '/v1/wallet/currencies', {
+          id: 'gems',
+          name: 'Gems',
+          is_spendable: true,
+          decimal_places: 0,
+        })
+      ).status,
+    ).toBe(201);
+    const gems = (
+      await admin('POST', '/v1/reward-items', {
+        name: '5 gems',
+        reward_type: 'currency',
+        payload: { currency_id: 'gems', amount: 5 },
+      })
+    ).body;
+    const cfg = (
+      await admin('POST', '/v1/rewards-catalog', {
+        name: 'bf-gems',
+        tiers: [
+          { condition: { type: 'milestone', metric: 'achievement', value: 1 }, item_ids: [gems.item_id] },
+        ],
+      })
+    ).body;
+
+    // Before any achievement exists: a streak whose milestones users reach (k_i: i % 6 consecutive
+    // days of lessons up to yesterday; milestones at 2 and 4 days), a board whose two daily windows
+    // close, and 21 days of logins with gaps (in random order: history is read in day order), at
+    // any hour (so local days differ from UTC days).
+    const streak = await admin('POST', '/v1/streaks', {
+      name: 'BF lessons',
+      config: {
+        event_types: ['lesson'],
+        window: { type: 'calendar', period: 'daily', timezone: 'UTC', reset_time: '00:00' },
+        condition: { type: 'count', min: 1 },
+        milestones: [{ threshold: 2 }, { threshold: 4 }],
+      },
+    });
+    expect([streak.status, streak.body.error]).toEqual([201, undefined]);
+    const streakId = streak.body.id as string;
+    const board = await admin('POST', '/v1/leaderboards', {
+      leaderboard_id: 'bf-board',
+      name: 'BF board',
+      config: {
+        timeframe: { type: 'daily', timezone: 'UTC', grace_seconds: 3 * 86_400 },
+        scoring: { rules: [{ event_type: 'pts', points_expression: 'attrs.p' }], aggregation: 'sum' },
+      },
+    });
+    expect([board.status, board.body.error]).toEqual([201, undefined]);
+    const lessonDays = (i: number) => i % 6;
+    for (let d = -5; d <= -1; d++)
+      await send(K.filter((_, i) => lessonDays(i) >= -d).map((u) => ev(u, 'lesson', at(d, 12))));
+    const pts: RefEvent[] = [];
+    K.forEach((u, i) => {
+      if (i < 20) pts.push(ev(u, 'pts', at(-2, 12), { p: 100 - i })); // 2026-11-18: rank i + 1
+      if (i >= 10) pts.push(ev(u, 'pts', at(-1, 12), { p: i + 1 })); // 2026-11-19: rank 30 - i
+    });
+    await send(pts);
+    const logins: RefEvent[] = [];
+    for (const u of K)
+      for (let d = -30; d <= -10; d++)
+        if (gen(100) < 65) {
+          logins.push(ev(u, 'login', at(d, 1 + gen(22))));
+          if (gen(5) === 0) logins.push(ev(u, 'login', at(d, 23))); // a second login that day
+        }
+    for (let i = logins.length - 1; i > 0; i--) {
+      const j = gen(i + 1);
+      [logins[i], logins[j]] = [logins[j]!, logins[i]!];
+    }
+    await send(logins);
+    await drained();
+    for (const w of ['2026-11-18', '2026-11-19'])
+      expect((await admin('POST', `/v1/leaderboards/bf-board/windows/${w}/close`)).status).toBe(200);
+    const milestones = new Map(
+      K.map((u, i) => [u, new Map([[streakId, [2, 4].filter((t) => lessonDays(i) >= t)]])]),
+    );
+    const ranks = new Map(
+      K.map((u, i) => [
+        u,
+        new Map([['bf-board', [...(i < 20 ? [i + 1] : []), ...(i >= 10 ? [30 - i] : [])]]]),
+      ]),
+    );
+    const facts = { milestones, ranks };
+    const reached = await app.ctx.adapters.sql.query<{ user_id: string; t: number }>(
+      'SELECT user_id, max(threshold) AS t FROM streak_milestones WHERE tenant_id = $1 AND streak_id = $2 GROUP BY user_id',
+      [tenant.id, streakId],
+    );
+    // The streaks feature recorded the milestones the design says (the model's input is honest).
+    expect(new Map(reached.rows.map((r) => [r.user_id, Number(r.t)]))).toEqual(
+      new Map(K.flatMap((u, i) => (lessonDays(i) >= 2 ? [[u, lessonDays(i) >= 4 ? 4 : 2]] : []))),
+    );
+
+    const login = (threshold: number, reset = true): RefCriterion => ({
+      type: 'streak',
+      event_type: 'login',
+      threshold,
+      ...(reset ? {} : { reset_on_failure: false }),
+    });
+    const defs: Record<string, RefCriterion> = {
+      S: login(5),
+      N: login(12, false),
+      M: { type: 'streak_milestone', streak_id: streakId, threshold: 4 },
+      R: { type: 'leaderboard_rank', leaderboard_id: 'bf-board', threshold: 5 },
+      C: {
+        type: 'combined',
+        operator: 'and',
+        conditions: [
+          login(3),
+          {
+            type: 'combined',
+            operator: 'and',
+            conditions: [
+              { type: 'streak_milestone', streak_id: streakId, threshold: 2 },
+              { type: 'leaderboard_rank', leaderboard_id: 'bf-board', threshold: 10 },
+            ],
+          },
+        ],
+      },
+    };
+    const model = (events: RefEvent[]) =>
+      referenceAchievements(
+        Object.entries(defs).map(([id, criteria]) => ({ id, criteria })),
+        events,
+        facts,
+        ZONE_OFFSET,
+      );
+    const completedIn = (m: Map<string, { completed: boolean }>, name: string) =>
+      K.filter((u) => m.get(`${u}\u0000${name}`)?.completed).length;
+
+    // Dry runs on creation: from history alone, the model's count for every type.
+    const before = model([...stream]);
+    const ids: Record<string, string> = {};
+    const would: Record<string, number> = {};
+    for (const [name, criteria] of Object.entries(defs)) {
+      const r = await admin('POST', '/v1/achievements', {
+        name: `BF ${name}`,
+        criteria,
+        reward_config_id: cfg.reward_config_id,
+        backfill: { dry_run: true },
+      });
+      expect([name, r.status, r.body.backfill?.state]).toEqual([name, 201, 'done']);
+      ids[name] = r.body.id;
+      would[name] = r.body.backfill.would_complete;
+      expect([name, would[name]]).toEqual([name, completedIn(before, name)]);
+      expect([name, would[name]! > 0, would[name]! < K.length]).toEqual([name, true, true]);
+    }
+
+    // Real runs of S, M and R over that history alone: exactly the dry runs' users complete.
+    for (const name of ['S', 'M', 'R'])
+      expect((await admin('POST', `/v1/achievements/${ids[name]}/backfill`, {})).status).toBe(202);
+    for (const name of ['S', 'M', 'R'])
+      expect([name, (await runUntilDone(ids[name]!)).completed]).toEqual([name, would[name]]);
+
+    // N and C while logins of later days keep arriving: the first day's arrive while the jobs wait
+    // for their seam (the pipeline claims and defers them), the others while the jobs run.
+    for (const name of ['N', 'C'])
+      expect((await admin('POST', `/v1/achievements/${ids[name]}/backfill`, {})).status).toBe(202);
+    const day = (d: number) => K.filter(() => gen(10) < 7).map((u) => ev(u, 'login', at(d, 9)));
+    await send(day(-9));
+    await drained();
+    const deferred = await app.ctx.adapters.sql.query<{ n: string }>(
+      'SELECT count(*) AS n FROM achievement_backfill_deferred WHERE tenant_id = $1',
+      [tenant.id],
+    );
+    expect(Number(deferred.rows[0]!.n)).toBeGreaterThan(0);
+    const slow = runner(app.ctx.services.achievements, 3);
+    await Promise.all([
+      (async () => {
+        for (let d = -8; d <= -3; d++) await send(day(d));
+      })(),
+      (async () => {
+        await runUntilDone(ids.N!, slow);
+        await runUntilDone(ids.C!, slow);
+      })(),
+    ]);
+    await drained();
+    await send(day(-2)); // after the handover: live processing alone
+    await drained();
+
+    // Every user's progress and completion equals the model's over the whole stream (in local
+    // days, which here give other streaks than UTC days would).
+    const after = model(stream);
+    const utc = referenceAchievements(
+      Object.entries(defs).map(([id, criteria]) => ({ id, criteria })),
+      stream,
+      facts,
+    );
+    expect(
+      K.some((u) =>
+        ['S', 'N', 'C'].some(
+          (x) => JSON.stringify(utc.get(`${u}\u0000${x}`)) !== JSON.stringify(after.get(`${u}\u0000${x}`)),
+        ),
+      ),
+    ).toBe(true);
+    const flat = (p: { current: number; parts?: Array<{ current: number; parts?: unknown }> }): number[] => [
+      p.current,
+      ...(p.parts ?? []).flatMap((x) => flat(x as never)),
+    ];
+    for (const u of [...K, USERS[0]!]) {
+      const r = await call('GET', `${app.url.query}/v1/achievements/user/${u}`, {
+        headers: { authorization: `Bearer ${token}` },
+      });
+      const mine = new Map<string, { completed: boolean; progress: { current: number } }>(
+        r.body.achievements.map((a: { achievement_id: string }) => [a.achievement_id, a]),
+      );
+      for (const [name, criteria] of Object.entries(defs)) {
+        const want = after.get(`${u}\u0000${name}`) ?? nothingYet(criteria);
+        const got = mine.get(ids[name]!)!;
+        expect([u, name, got.completed, flat(got.progress)]).toEqual([
+          u,
+          name,
+          want.completed,
+          flat(want.progress),
+        ]);
+      }
+    }
+    // Completed once each, the reward paid once, one webhook each; nothing of the seam left.
+    for (const [name, id] of Object.entries(ids)) {
+      const n = completedIn(after, name);
+      const count = async (sql: string) =>
+        Number((await app.ctx.adapters.sql.query<{ n: string }>(sql, [tenant.id, id])).rows[0]!.n);
+      expect([
+        name,
+        await count(
+          'SELECT count(*) AS n FROM achievement_completions WHERE tenant_id = $1 AND achievement_id = $2',
+        ),
+        await count(
+          `SELECT count(*) AS n FROM ledger WHERE tenant_id = $1 AND source_type = 'achievement_completed' AND source_ref = $2`,
+        ),
+        await count(
+          `SELECT count(*) AS n FROM outbox WHERE tenant_id = $1 AND dedupe_key LIKE 'achievement.completed:' || $2 || ':%'`,
+        ),
+      ]).toEqual([name, n, n, n]);
+    }
+    expect(completedIn(after, 'N')).toBeGreaterThan(would.N!);
+    for (const t of ['achievement_backfill_live', 'achievement_backfill_deferred'])
+      expect(
+        (await app.ctx.adapters.sql.query(`SELECT 1 FROM ${t} WHERE tenant_id = $1`, [tenant.id])).rowCount,
+      ).toBe(0);
+
+    // No job: 404; no achievement: 404.
+    const fresh = await admin('POST', '/v1/achievements', { name: 'No job', criteria: login(2) });
+    expect((await admin('GET', `/v1/achievements/${fresh.body.id}/backfill`)).status).toBe(404);
     expect((await admin('POST', '/v1/achievements/nope/backfill', {})).status).toBe(404);
-  });
+  }, 600_000);
 });
