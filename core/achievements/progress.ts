@@ -7,7 +7,8 @@
  *   1. in memory, the (achievement, user) pairs the changes touch;
  *   2. one advisory lock per user of those pairs, in one order (every writer of progress takes it,
  *      so concurrent writers of one user's progress wait for each other and never deadlock);
- *   3. one statement reads every touched pair: completed or not and, when not, its stored parts;
+ *   3. one statement reads every touched pair: completed or not, and its stored parts (by user:
+ *      one probe per user, not per pair);
  *   4. the changes applied in order in memory, the changed rows written in one statement;
  *   5. every touched pair whose criteria are now met completes: rows in achievement_completions
  *      in one statement (the primary key makes it once per user, ever), the reward config paid
@@ -126,22 +127,40 @@ export class AchievementEngine {
          SELECT DISTINCT hashtextextended(k, 0) AS h FROM unnest($1::text[]) AS k ORDER BY h) s`,
       [[...users]],
     );
-    // 3. One statement: every touched pair, whether it is completed, and (when not) its stored parts.
-    const r = await q.query<
-      { i: string | number; done: boolean; part: string | null } & Record<string, unknown>
-    >(
-      `SELECT k.i, c.user_id IS NOT NULL AS done, p.part, p.value, p.best, p.last_day
-       FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS k(t, a, u, i)
-       LEFT JOIN achievement_completions c ON c.tenant_id = k.t AND c.achievement_id = k.a AND c.user_id = k.u
-       LEFT JOIN achievement_progress p
-         ON c.user_id IS NULL AND p.tenant_id = k.t AND p.achievement_id = k.a AND p.user_id = k.u`,
-      [list.map((p) => p.a.def.tenant_id), list.map((p) => p.a.def.id), list.map((p) => p.user_id)],
+    // 3. One statement reads, per touched user (one probe of each index by tenant and user, not
+    // one per pair: a batch touches many achievements of each user), the completions and the
+    // stored parts of the touched achievements; the pairs take theirs in memory.
+    const byUser = new Map<string, { t: string; u: string }>();
+    for (const p of list)
+      byUser.set(`${p.a.def.tenant_id}\u0000${p.user_id}`, { t: p.a.def.tenant_id, u: p.user_id });
+    const touched = [...new Set(list.map((p) => p.a.def.id))];
+    const k = [...byUser.values()];
+    const r = await q.query<{
+      done: boolean;
+      tenant_id: string;
+      achievement_id: string;
+      user_id: string;
+      part: string | null;
+      value: string | number | null;
+      best: string | number | null;
+      last_day: string | null;
+    }>(
+      `SELECT true AS done, c.tenant_id, c.achievement_id, c.user_id, NULL AS part, NULL::bigint AS value,
+              NULL::bigint AS best, NULL AS last_day
+       FROM unnest($1::text[], $2::text[]) AS k(t, u)
+       JOIN achievement_completions c ON c.tenant_id = k.t AND c.user_id = k.u AND c.achievement_id = ANY($3::text[])
+       UNION ALL
+       SELECT false, p.tenant_id, p.achievement_id, p.user_id, p.part, p.value, p.best, p.last_day
+       FROM unnest($1::text[], $2::text[]) AS k(t, u)
+       JOIN achievement_progress p ON p.tenant_id = k.t AND p.user_id = k.u AND p.achievement_id = ANY($3::text[])`,
+      [k.map((x) => x.t), k.map((x) => x.u), touched],
     );
     for (const row of r.rows) {
-      const p = list[Number(row.i) - 1]!;
+      const p = pairs.get(pairId(row.tenant_id, row.achievement_id, row.user_id));
+      if (!p) continue;
       if (row.done) p.done = true;
-      else if (row.part !== null)
-        p.parts.set(row.part, {
+      else
+        p.parts.set(row.part!, {
           value: Number(row.value),
           best: Number(row.best),
           last_day: String(row.last_day),
