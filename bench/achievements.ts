@@ -23,7 +23,7 @@
  *    completions, cursor).
  *
  *   node --import tsx bench/achievements.ts [--events 20000] [--history 50000] [--runs 3]
- *     [--shapes pg,pglite] [--no-backfill] [--name achievements]
+ *     [--shapes pg,pglite] [--no-backfill] [--no-pipeline] [--trace] [--name achievements]
  *
  * Medians of `runs` with min and max. Writes bench/results/<name>.json; leaves nothing behind
  * (drops its Postgres schema and ClickHouse database).
@@ -67,6 +67,7 @@ const RUNS = Number(arg('runs', '3'));
 const SHAPES = arg('shapes', 'pg,pglite').split(',');
 const NAME = arg('name', 'achievements');
 const BACKFILL = !argv.includes('--no-backfill');
+const PIPELINE = !argv.includes('--no-pipeline');
 /** --trace: time every statement of the pipeline runs by its first words (printed at the end). */
 const TRACE = argv.includes('--trace') ? new Map<string, { n: number; ms: number }>() : null;
 const PG_URL = process.env.LUDUS_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/ludus_test';
@@ -423,8 +424,10 @@ async function main() {
     await sql.init();
     try {
       await migrate(sql);
-      out.pipeline_postgres = await pipeline(sql, 'postgres');
-      log(`postgres: ${JSON.stringify(out.pipeline_postgres)}`);
+      if (PIPELINE) {
+        out.pipeline_postgres = await pipeline(sql, 'postgres');
+        log(`postgres: ${JSON.stringify(out.pipeline_postgres)}`);
+      }
       if (BACKFILL) {
         out.backfill_clickhouse = await backfill(sql, schema);
         log(`backfill: ${JSON.stringify(out.backfill_clickhouse)}`);
@@ -434,7 +437,7 @@ async function main() {
       await sql.close();
     }
   }
-  if (SHAPES.includes('pglite')) {
+  if (SHAPES.includes('pglite') && PIPELINE) {
     const sql = await PgliteSql.open();
     try {
       await migrate(sql);
