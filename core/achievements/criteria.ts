@@ -251,6 +251,15 @@ function canonical(x: unknown): unknown {
  * else starts afresh.
  */
 export function partKey(l: Leaf): string {
+  // Computed once per leaf object (completion checks ask for it per touched pair and batch).
+  let key = partKeys.get(l);
+  if (key === undefined) partKeys.set(l, (key = digestPart(l)));
+  return key;
+}
+
+const partKeys = new WeakMap<Leaf, string>();
+
+function digestPart(l: Leaf): string {
   const what: Record<string, unknown> = { type: l.type };
   switch (l.type) {
     case 'event_count':

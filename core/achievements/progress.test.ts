@@ -200,6 +200,57 @@ describe('achievement reactions [PGlite]', () => {
     expect((await view(t, 'u1', rank.id)).completed).toBe(true);
   });
 
+  it('one transaction completing several users of several achievements pays each once and records its items', async () => {
+    const { t, config } = await tenant();
+    const low = await define(t, { type: 'cumulative', metric: 'xp', threshold: 5 }, config);
+    const high = await define(t, { type: 'cumulative', metric: 'xp', threshold: 12 }, config);
+    const credits = (amount: number, key: string, users: string[]) =>
+      sql.tx(async (q) => {
+        for (const user_id of users)
+          await wallet.credit(q, {
+            tenant_id: t,
+            user_id,
+            currency_id: 'xp',
+            amount,
+            source_type: 'manual_grant',
+            source_ref: null,
+            idempotency_key: `${key}:${user_id}`,
+            now: NOW,
+          });
+      });
+    await credits(6, 'k1', ['u1', 'u2', 'u3']); // all three complete `low`, none `high`
+    await credits(6, 'k2', ['u1', 'u2', 'u3', 'u4']); // u1..u3 complete `high` (their `low` no longer moves), u4 `low`
+    const rows = await sql.query<{ achievement_id: string; user_id: string; items: Array<{ name: string }> }>(
+      'SELECT achievement_id, user_id, items FROM achievement_completions WHERE tenant_id = $1 ORDER BY 1, 2',
+      [t],
+    );
+    const pairs = (id: string, users: string[]) =>
+      users.map((user_id) => ({
+        achievement_id: id,
+        user_id,
+        items: [expect.objectContaining({ name: '5 coins' })],
+      }));
+    expect(rows.rows).toEqual(
+      expect.arrayContaining([
+        ...pairs(low.id, ['u1', 'u2', 'u3', 'u4']),
+        ...pairs(high.id, ['u1', 'u2', 'u3']),
+      ]),
+    );
+    expect(rows.rows).toHaveLength(7);
+    expect(await count('ledger', t, "AND source_type = 'achievement_completed'")).toBe(7);
+    expect(await count('outbox', t, "AND event_type = 'achievement.completed'")).toBe(7);
+    expect((await view(t, 'u1', low.id)).progress.current).toBe(5); // completed at 6, shown at its target
+    const stored = await sql.query<{ value: string }>(
+      'SELECT value FROM achievement_progress WHERE tenant_id = $1 AND achievement_id = $2 AND user_id = $3',
+      [t, low.id, 'u1'],
+    );
+    expect(stored.rows.map((r) => Number(r.value))).toEqual([6]); // no progress after completion
+    expect((await view(t, 'u4', high.id)).progress.current).toBe(6);
+    await credits(1, 'k3', ['u1', 'u2', 'u3', 'u4']); // nothing completes again
+    expect(await count('ledger', t, "AND source_type = 'achievement_completed'")).toBe(7);
+    expect(await count('outbox', t, "AND event_type = 'achievement.completed'")).toBe(7);
+  });
+
   it('checks that a referenced streak definition exists in the tenant', async () => {
     const { t } = await tenant();
     const other = (await tenant()).t;
