@@ -22,13 +22,15 @@ import { killAllChildren } from './lib/service';
 import { Cleanup, ensureStack, ROOT, stackSettings } from './lib/stack';
 import { bounded, progress } from './lib/util';
 import { ingestWorkload } from './workloads/ingest';
-import { pipelineWorkload } from './workloads/pipeline';
+import { pipelineDistributedWorkload, pipelineWorkload } from './workloads/pipeline';
 import { queryWorkload } from './workloads/query';
 import { scalingWorkload } from './workloads/scaling';
 
 const WORKLOADS: Record<string, { run: (b: Bench) => Promise<void>; limitMin: number }> = {
   ingest: { run: ingestWorkload, limitMin: 10 },
   pipeline: { run: pipelineWorkload, limitMin: 14 },
+  /** The distributed half of `pipeline` only (drain and latency). */
+  'pipeline-distributed': { run: pipelineDistributedWorkload, limitMin: 10 },
   query: { run: queryWorkload, limitMin: 25 },
   scaling: { run: scalingWorkload, limitMin: 14 },
 };

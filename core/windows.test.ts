@@ -11,6 +11,7 @@ import {
   windowAt,
   windowByKey,
   windowKeyPattern,
+  WindowLookup,
 } from './windows';
 
 const H = 3_600_000;
@@ -856,5 +857,78 @@ describe('properties', () => {
       }),
       { numRuns: 200 },
     );
+  });
+});
+
+describe('WindowLookup (the per-hour cache of the pipeline)', () => {
+  /** Instants near a base: many fall in the same UTC hours, some in hours a boundary cuts. */
+  const burstArb = (base: fc.Arbitrary<number>) =>
+    base.chain((b) =>
+      fc
+        .array(
+          fc.oneof(
+            fc.integer({ min: -3 * D, max: 3 * D }),
+            fc.integer({ min: -2 * H, max: 2 * H }),
+            fc.integer({ min: -60_000, max: 60_000 }),
+          ),
+          { minLength: 1, maxLength: 200 },
+        )
+        .map((ds) => ds.map((d) => Math.max(0, b + d))),
+    );
+
+  it("gives windowAt's window for random instants in random zones and timeframes", () => {
+    fc.assert(
+      fc.property(timeframeArb, burstArb(instantArb), (t, ats) => {
+        const lookup = new WindowLookup(t);
+        // Twice over: the second pass reads what the first one cached.
+        for (const at of [...ats, ...ats]) expect(lookup.at(at)).toEqual(windowAt(t, at));
+      }),
+      { numRuns: 400 },
+    );
+  });
+
+  it('the same near every DST transition 2020-2035 (hours cut by a transition or a reset)', () => {
+    fc.assert(
+      fc.property(
+        nearTransitionArb.filter((x) => x !== null),
+        fc.constantFrom<TimeframeType>('hourly', 'daily', 'weekly', 'monthly', 'all_time'),
+        resetTimeArb,
+        fc.integer({ min: 0, max: 27 }),
+        fc.array(fc.integer({ min: -3 * H, max: 3 * H }), { minLength: 1, maxLength: 40 }),
+        (x, type, resetTime, n, ds) => {
+          const { zone, at } = x as { zone: string; at: number };
+          const t: Timeframe =
+            type === 'hourly' || type === 'all_time'
+              ? { type, timezone: zone }
+              : type === 'daily'
+                ? { type, timezone: zone, reset_time: resetTime }
+                : type === 'weekly'
+                  ? { type, timezone: zone, reset_day: WEEKDAYS[n % 7], reset_time: resetTime }
+                  : { type, timezone: zone, reset_day: n + 1, reset_time: resetTime };
+          const lookup = new WindowLookup(t);
+          const ats = ds.map((d) => at + d);
+          for (const a of [...ats, ...ats]) expect(lookup.at(a)).toEqual(windowAt(t, a));
+        },
+      ),
+      { numRuns: 250 },
+    );
+  });
+
+  it('every millisecond around a transition cut inside an hour (Asia/Kathmandu daily at 00:00, +05:45)', () => {
+    const t: Timeframe = { type: 'daily', timezone: 'Asia/Kathmandu' };
+    const lookup = new WindowLookup(t);
+    // Local midnight is 18:15 UTC: the hour 18:00-19:00 UTC holds two windows.
+    const cut = utc('2026-11-20T18:15:00');
+    for (const at of [cut - H, cut - 15 * 60_000, cut - 1, cut, cut + 1, cut + 44 * 60_000, cut - 1, cut])
+      expect(lookup.at(at)).toEqual(windowAt(t, at));
+    expect(lookup.at(cut - 1).key).toBe('2026-11-20');
+    expect(lookup.at(cut).key).toBe('2026-11-21');
+  });
+
+  it('refuses what windowAt refuses', () => {
+    expect(() => new WindowLookup({ type: 'daily', timezone: 'Mars/Base' })).toThrow(RangeError);
+    const lookup = new WindowLookup({ type: 'daily', timezone: 'UTC' });
+    for (const bad of [-1, MAX_INSTANT, Number.NaN, Number.POSITIVE_INFINITY])
+      expect(() => lookup.at(bad)).toThrow(RangeError);
   });
 });

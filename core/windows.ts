@@ -545,3 +545,34 @@ export function nextWindow(tf: Timeframe, w: Window): Window {
   if (c.type === 'all_time') throw new RangeError('windows: an all_time timeframe has no next window');
   return windowAt(tf, w.end);
 }
+
+/**
+ * Windows of one timeframe for many instants, as a pipeline batch asks for them (every event of a
+ * batch, for every board): the window of an instant is remembered for its whole UTC hour when the
+ * window covers that hour entirely, so the next instants of the hour take one map read instead of
+ * a time-zone computation. An hour that a window boundary cuts (a reset time at :30 in a zone with
+ * a half-hour offset, a DST change at a quarter hour) is not remembered: those instants go through
+ * `windowAt`. The answers are `windowAt`'s, whatever the zone (tested against it, DST included).
+ * The returned windows are shared: callers must not change them.
+ */
+export class WindowLookup {
+  private readonly byHour = new Map<number, Window>();
+
+  constructor(private readonly tf: Timeframe) {
+    compile(tf); // validates the timeframe now (a RangeError), as windowAt would
+  }
+
+  /** The window of the timeframe that contains `at` (the same as `windowAt(tf, at)`). */
+  at(at: number): Readonly<Window> {
+    checkInstant(at);
+    const hour = Math.floor(at / HOUR);
+    const hit = this.byHour.get(hour);
+    if (hit) return hit;
+    const w = windowAt(this.tf, at);
+    if (w.start <= hour * HOUR && w.end >= (hour + 1) * HOUR) {
+      if (this.byHour.size >= 4096) this.byHour.clear();
+      this.byHour.set(hour, w);
+    }
+    return w;
+  }
+}

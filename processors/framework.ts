@@ -217,15 +217,21 @@ export async function startProcessor<T>(
     let reservedAt: number | null = null;
     try {
       return await deps.sql.tx(async (q) => {
-        await q.query(
-          `INSERT INTO consumer_offsets (group_id, topic, partition, next_offset) VALUES ($1, $2, $3, 0)
-           ON CONFLICT DO NOTHING`,
-          [p.group, topicName, partition],
-        );
-        const r = await q.query<{ next_offset: number }>(
-          'SELECT next_offset FROM consumer_offsets WHERE group_id = $1 AND topic = $2 AND partition = $3 FOR UPDATE',
-          [p.group, topicName, partition],
-        );
+        // The partition's row, locked: one statement once it exists (every batch but the first).
+        const lockOffset = () =>
+          q.query<{ next_offset: number }>(
+            'SELECT next_offset FROM consumer_offsets WHERE group_id = $1 AND topic = $2 AND partition = $3 FOR UPDATE',
+            [p.group, topicName, partition],
+          );
+        let r = await lockOffset();
+        if (r.rows.length === 0) {
+          await q.query(
+            `INSERT INTO consumer_offsets (group_id, topic, partition, next_offset) VALUES ($1, $2, $3, 0)
+             ON CONFLICT DO NOTHING`,
+            [p.group, topicName, partition],
+          );
+          r = await lockOffset();
+        }
         const from = Number(r.rows[0]!.next_offset);
         const fresh = records.filter((x) => x.offset >= from);
         const replayed = records.filter((x) => x.offset < from);

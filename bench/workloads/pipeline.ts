@@ -236,6 +236,17 @@ export async function pipelineWorkload(b: Bench): Promise<void> {
   await embedded(b);
 }
 
+/** The distributed drain and latency of `pipelineWorkload`, without the embedded shape. */
+export async function pipelineDistributedWorkload(b: Bench): Promise<void> {
+  const redis = new Redis(b.stack.redisUrl);
+  try {
+    await distributedDrain(b, b.profile.pipeline.events, redis);
+    await distributedLatency(b, redis);
+  } finally {
+    redis.disconnect();
+  }
+}
+
 async function distributedDrain(b: Bench, N: number, redis: Redis): Promise<void> {
   const p = b.profile;
   const holder = b.cleanup.deployment('pipe');

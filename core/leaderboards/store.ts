@@ -138,20 +138,30 @@ export async function ensureWindows(
   ws: Array<WindowKey & { starts_at: number; ends_at: number; closes_at: number }>,
 ): Promise<Map<string, WindowRow>> {
   if (ws.length === 0) return new Map();
-  const cols = unzip(ws, ['tenant_id', 'leaderboard_id', 'window_key', 'starts_at', 'ends_at', 'closes_at']);
+  // Most batches write to windows that exist already: one statement reads and locks them; only
+  // the missing ones are inserted (in `ws` order, the caller's one order), then read and locked.
+  const out = await lockWindows(q, ws);
+  const missing = ws.filter((w) => !out.has(windowId(w)));
+  if (missing.length === 0) return out;
   await q.query(
     `INSERT INTO leaderboard_windows (tenant_id, leaderboard_id, window_key, starts_at, ends_at, closes_at)
      SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::bigint[])
      ON CONFLICT DO NOTHING`,
-    cols,
+    unzip(missing, ['tenant_id', 'leaderboard_id', 'window_key', 'starts_at', 'ends_at', 'closes_at']),
   );
+  for (const [id, w] of await lockWindows(q, missing)) out.set(id, w);
+  return out;
+}
+
+/** The rows of these windows (those that exist), locked FOR SHARE in key order. */
+async function lockWindows(q: Queryable, ws: WindowKey[]): Promise<Map<string, WindowRow>> {
   const r = await q.query<WindowRow>(
     `SELECT w.* FROM leaderboard_windows w
      JOIN unnest($1::text[], $2::text[], $3::text[]) AS k(t, l, wk)
        ON w.tenant_id = k.t AND w.leaderboard_id = k.l AND w.window_key = k.wk
      ORDER BY w.tenant_id, w.leaderboard_id, w.window_key
      FOR SHARE OF w`,
-    cols.slice(0, 3),
+    unzip(ws, ['tenant_id', 'leaderboard_id', 'window_key']),
   );
   return new Map(r.rows.map((w) => [windowId(w), normalizeWindow(w)]));
 }

@@ -25,7 +25,7 @@ import {
   validateFilter,
   type FieldOptions,
 } from '../rules/rules';
-import { windowAt } from '../windows';
+import { WindowLookup } from '../windows';
 
 export type Calculation =
   | { type: 'fixed'; amount: number }
@@ -300,6 +300,21 @@ export interface Candidate {
   periods: [string, string];
 }
 
+/** The cap periods' window lookups of a time zone (daily, and weekly from monday), kept per process. */
+const capLookups = new Map<string, { day: WindowLookup; week: WindowLookup }>();
+function capWindows(timezone: string): { day: WindowLookup; week: WindowLookup } {
+  let l = capLookups.get(timezone);
+  if (!l) {
+    if (capLookups.size >= 1000) capLookups.clear();
+    l = {
+      day: new WindowLookup({ type: 'daily', timezone }),
+      week: new WindowLookup({ type: 'weekly', timezone, reset_day: 'monday' }),
+    };
+    capLookups.set(timezone, l);
+  }
+  return l;
+}
+
 /**
  * Every (event, rule) credit in order: events in order, each tenant's rules by priority. A rule is
  * skipped when it does not match or gives no positive amount, and so is every rule of a tenant
@@ -321,8 +336,8 @@ export function earningCandidates(
       const amount = rule.amount(e.view);
       if (amount === null || amount <= 0) continue;
       periods ??= [
-        `day:${windowAt({ type: 'daily', timezone }, e.occurred_at).key}`,
-        `week:${windowAt({ type: 'weekly', timezone, reset_day: 'monday' }, e.occurred_at).key}`,
+        `day:${capWindows(timezone).day.at(e.occurred_at).key}`,
+        `week:${capWindows(timezone).week.at(e.occurred_at).key}`,
       ];
       out.push({
         i,

@@ -16,13 +16,13 @@ import {
 import {
   activeBoards,
   ensureWindows,
-  scoreId,
   windowId,
   type ScoreKey,
   type ScoreRow,
+  type WindowKey,
 } from '../../core/leaderboards/store';
 import { CompileCache } from '../../core/rules/rules';
-import { windowAt } from '../../core/windows';
+import { WindowLookup } from '../../core/windows';
 import type { EventRecord } from '../../schemas/topics';
 import { BatchState } from './batch-state';
 import { openScoresOfUsers, type RankSync } from './rank-sync';
@@ -35,8 +35,17 @@ import {
   type StepReport,
 } from './step';
 
+/** A window the batch writes to: its row and its id (`windowId`). */
+interface BatchWindow {
+  id: string;
+  row: WindowKey & { starts_at: number; ends_at: number; closes_at: number };
+  /** `tenant\0leaderboard`, set once the window's board config is in the batch's `configs`. */
+  configKey?: string;
+}
+
 interface Contribution {
   key: ScoreKey;
+  window: BatchWindow;
   points: number;
   at: number;
   scorer: Scorer;
@@ -76,6 +85,8 @@ export class ScoringStep implements PipelineStep<Scorers> {
   readonly name = 'leaderboards';
   /** Compiled scorers by tenant, board and version: compiling is done once per definition version. */
   private readonly compiled = new CompileCache<Scorer>();
+  /** The window lookup of each compiled scorer (its board's timeframe), kept as long as the scorer. */
+  private readonly lookups = new WeakMap<Scorer, WindowLookup>();
 
   /** `rankSync`: where the final scores go after the commit (none: SQL only, as in unit tests). */
   constructor(private readonly rankSync?: RankSync) {}
@@ -106,6 +117,12 @@ export class ScoringStep implements PipelineStep<Scorers> {
     };
   }
 
+  private lookupOf(scorer: Scorer): WindowLookup {
+    let l = this.lookups.get(scorer);
+    if (!l) this.lookups.set(scorer, (l = new WindowLookup(scorer.board.config.timeframe)));
+    return l;
+  }
+
   /** The batch's scores, written to SQL: one effect per event, the changed rows, their boards' configs. */
   async score(q: Queryable, batch: StepBatch, scorers: Scorers): Promise<ScoringResult> {
     const effects: StepEffect[] = batch.events.map(() => nothing);
@@ -115,36 +132,53 @@ export class ScoringStep implements PipelineStep<Scorers> {
     const { now, partition } = batch;
 
     const contributions: Contribution[] = [];
-    const windows = new Map<string, ScoreKey & { starts_at: number; ends_at: number; closes_at: number }>();
+    // The batch's windows by board and window key: one entry (and one id string) per window, not
+    // per event; the window of an event time comes from the board's WindowLookup (per UTC hour).
+    const windows = new Map<string, BatchWindow>();
+    const byBoard = new Map<Scorer, Map<string, BatchWindow | null>>();
     batch.events.forEach(({ event, view }, i) => {
       const boards = scorers.get(event.tenant_id);
       if (!boards) return;
       for (const scorer of boards) {
         const points = scorer.points(view);
         if (points === null || Number.isNaN(points)) continue;
-        const cfg = scorer.board.config;
-        const w = windowAt(cfg.timeframe, event.occurred_at);
-        const closesAt =
-          w.end === Number.POSITIVE_INFINITY || w.end >= Number.MAX_SAFE_INTEGER
-            ? Number.MAX_SAFE_INTEGER
-            : w.end + graceMs(cfg);
-        if (now >= closesAt) {
+        const w = this.lookupOf(scorer).at(event.occurred_at);
+        let seen = byBoard.get(scorer);
+        if (!seen) byBoard.set(scorer, (seen = new Map()));
+        let bw = seen.get(w.key);
+        if (bw === undefined) {
+          const cfg = scorer.board.config;
+          const closesAt =
+            w.end === Number.POSITIVE_INFINITY || w.end >= Number.MAX_SAFE_INTEGER
+              ? Number.MAX_SAFE_INTEGER
+              : w.end + graceMs(cfg);
+          // Closed by time: the same for every event of this window in the batch (one `now`).
+          if (now >= closesAt) bw = null;
+          else {
+            const row = {
+              tenant_id: event.tenant_id,
+              leaderboard_id: scorer.board.leaderboard_id,
+              window_key: w.key,
+              starts_at: w.start,
+              ends_at: Math.min(w.end, Number.MAX_SAFE_INTEGER),
+              closes_at: closesAt,
+            };
+            bw = { id: windowId(row), row };
+            windows.set(bw.id, bw);
+          }
+          seen.set(w.key, bw);
+        }
+        if (bw === null) {
           effects[i] = late;
           continue;
         }
         const key: ScoreKey = {
           tenant_id: event.tenant_id,
-          leaderboard_id: scorer.board.leaderboard_id,
-          window_key: w.key,
+          leaderboard_id: bw.row.leaderboard_id,
+          window_key: bw.row.window_key,
           user_id: event.user_id,
         };
-        windows.set(windowId(key), {
-          ...key,
-          starts_at: w.start,
-          ends_at: Math.min(w.end, Number.MAX_SAFE_INTEGER),
-          closes_at: closesAt,
-        });
-        contributions.push({ key, points, at: event.occurred_at, scorer, eventIndex: i });
+        contributions.push({ key, window: bw, points, at: event.occurred_at, scorer, eventIndex: i });
       }
     });
     if (contributions.length === 0) return { effects, rows: [], configs };
@@ -153,10 +187,10 @@ export class ScoringStep implements PipelineStep<Scorers> {
     // windows concurrently, and inserting them in each batch's event order deadlocked (issue 7).
     const windowRows = await ensureWindows(
       q,
-      [...windows.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, w]) => w),
+      [...windows.values()].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)).map((w) => w.row),
     );
     const live = contributions.filter((c) => {
-      if (windowRows.get(windowId(c.key))?.status === 'closed') {
+      if (windowRows.get(c.window.id)?.status === 'closed') {
         effects[c.eventIndex] = late;
         return false;
       }
@@ -169,12 +203,26 @@ export class ScoringStep implements PipelineStep<Scorers> {
     );
     const changed = new Map<string, ScoreRow>();
     for (const c of live) {
-      const id = scoreId(c.key);
+      const id = `${c.window.id}\u0000${c.key.user_id}`; // scoreId(c.key), from the window's id
       const prev = changed.get(id) ?? current.get(id) ?? null;
       const next = applyPoints(c.scorer.board.config.scoring.aggregation, prev, c.points, c.at);
-      changed.set(id, { ...c.key, ...next, partition });
+      // Spelled out: spreading `c.key` and `next` here cost most of the step's CPU (profile).
+      changed.set(id, {
+        tenant_id: c.key.tenant_id,
+        leaderboard_id: c.key.leaderboard_id,
+        window_key: c.key.window_key,
+        user_id: c.key.user_id,
+        score: next.score,
+        total: next.total,
+        n: next.n,
+        tiebreak: next.tiebreak,
+        partition,
+      });
       effects[c.eventIndex] = applied;
-      configs.set(`${c.key.tenant_id}\u0000${c.key.leaderboard_id}`, c.scorer.board.config);
+      if (c.window.configKey === undefined) {
+        c.window.configKey = `${c.key.tenant_id}\u0000${c.key.leaderboard_id}`;
+        configs.set(c.window.configKey, c.scorer.board.config);
+      }
     }
     const rows = [...changed.values()];
     await scores.upsert(q, rows);

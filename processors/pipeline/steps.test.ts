@@ -145,6 +145,47 @@ describe('pipeline steps on today’s features [PGlite]', () => {
     spy.mockRestore();
   });
 
+  it('scoring: windows that exist are read, missing ones created, a window closed in SQL refuses its events', async () => {
+    const step = new ScoringStep();
+    // 2026-11-25 exists (open), 2026-11-26 exists but was closed (a reset), 2026-11-27 is missing.
+    await sql.query(
+      `INSERT INTO leaderboard_windows (tenant_id, leaderboard_id, window_key, starts_at, ends_at, closes_at, status)
+       VALUES ('acme', 'kills', '2026-11-25', $1, $2, $3, 'open'), ('acme', 'kills', '2026-11-26', $2, $4, $5, 'closed')`,
+      [
+        T0 + 5 * DAY - 10 * 3_600_000,
+        T0 + 6 * DAY - 10 * 3_600_000,
+        T0 + 6 * DAY,
+        T0 + 7 * DAY - 10 * 3_600_000,
+        T0 + 7 * DAY,
+      ],
+    );
+    const batch = batchOf([
+      { attrs: { mode: 'ranked', kills: 1 }, occurred_at: T0 + 5 * DAY, user_id: 'w1' },
+      { attrs: { mode: 'ranked', kills: 2 }, occurred_at: T0 + 6 * DAY, user_id: 'w1' },
+      { attrs: { mode: 'ranked', kills: 4 }, occurred_at: T0 + 7 * DAY, user_id: 'w1' },
+      { attrs: { mode: 'ranked', kills: 8 }, occurred_at: T0 + 7 * DAY + 60_000, user_id: 'w2' },
+    ]);
+    const r = await sql.tx((q) => runSteps(q, [step], batch));
+    expect(r.outcomes.map((o) => o.kind)).toEqual(['ok', 'skip', 'ok', 'ok']);
+    expect(r.outcomes[1]).toEqual({ kind: 'skip', reason: 'late: the window has closed' });
+    const windows = await sql.query<{ window_key: string; status: string; starts_at: number }>(
+      `SELECT window_key, status, starts_at FROM leaderboard_windows WHERE window_key >= '2026-11-25' ORDER BY window_key`,
+    );
+    expect(windows.rows.map((w) => [w.window_key, w.status, Number(w.starts_at)])).toEqual([
+      ['2026-11-25', 'open', T0 + 5 * DAY - 10 * 3_600_000],
+      ['2026-11-26', 'closed', T0 + 6 * DAY - 10 * 3_600_000],
+      ['2026-11-27', 'open', Date.parse('2026-11-27T00:00:00Z')],
+    ]);
+    const scores = await sql.query<{ window_key: string; user_id: string; score: number }>(
+      `SELECT window_key, user_id, score FROM leaderboard_scores WHERE window_key >= '2026-11-25' ORDER BY window_key, user_id`,
+    );
+    expect(scores.rows.map((x) => [x.window_key, x.user_id, Number(x.score)])).toEqual([
+      ['2026-11-25', 'w1', 1],
+      ['2026-11-27', 'w1', 4],
+      ['2026-11-27', 'w2', 8],
+    ]);
+  });
+
   it('earning rules: bare names are attributes, caps in the tenant time zone, usage written once per key', async () => {
     await sql.query(
       `INSERT INTO currencies (tenant_id, id, name, is_spendable, decimal_places, created_at, updated_at) VALUES ('acme', 'coins', 'Coins', true, 0, now(), now())`,
