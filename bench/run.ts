@@ -21,8 +21,8 @@ import { markdownTable, Results } from './lib/results';
 import { killAllChildren } from './lib/service';
 import { Cleanup, ensureStack, ROOT, stackSettings } from './lib/stack';
 import { bounded, progress } from './lib/util';
-import { ingestWorkload } from './workloads/ingest';
-import { pipelineWorkload } from './workloads/pipeline';
+import { ingestEmbedded, ingestWorkload } from './workloads/ingest';
+import { embedded as pipelineEmbedded, pipelineWorkload } from './workloads/pipeline';
 import { queryWorkload } from './workloads/query';
 import { scalingWorkload } from './workloads/scaling';
 
@@ -31,6 +31,14 @@ const WORKLOADS: Record<string, { run: (b: Bench) => Promise<void>; limitMin: nu
   pipeline: { run: pipelineWorkload, limitMin: 14 },
   query: { run: queryWorkload, limitMin: 25 },
   scaling: { run: scalingWorkload, limitMin: 14 },
+  /** The embedded shape only: its ingest rows and its pipeline rows (drain, end to end, latency). */
+  embedded: {
+    run: async (b) => {
+      await ingestEmbedded(b);
+      await pipelineEmbedded(b);
+    },
+    limitMin: 20,
+  },
 };
 
 function parseArgs(argv: string[]) {
