@@ -21,8 +21,12 @@ import { markdownTable, Results } from './lib/results';
 import { killAllChildren } from './lib/service';
 import { Cleanup, ensureStack, ROOT, stackSettings } from './lib/stack';
 import { bounded, progress } from './lib/util';
-import { ingestWorkload } from './workloads/ingest';
-import { pipelineDistributedWorkload, pipelineWorkload } from './workloads/pipeline';
+import { ingestEmbedded, ingestWorkload } from './workloads/ingest';
+import {
+  embedded as pipelineEmbedded,
+  pipelineDistributedWorkload,
+  pipelineWorkload,
+} from './workloads/pipeline';
 import { queryWorkload } from './workloads/query';
 import { scalingWorkload } from './workloads/scaling';
 
@@ -33,6 +37,14 @@ const WORKLOADS: Record<string, { run: (b: Bench) => Promise<void>; limitMin: nu
   'pipeline-distributed': { run: pipelineDistributedWorkload, limitMin: 10 },
   query: { run: queryWorkload, limitMin: 25 },
   scaling: { run: scalingWorkload, limitMin: 14 },
+  /** The embedded shape only: its ingest rows and its pipeline rows (drain, end to end, latency). */
+  embedded: {
+    run: async (b) => {
+      await ingestEmbedded(b);
+      await pipelineEmbedded(b);
+    },
+    limitMin: 20,
+  },
 };
 
 function parseArgs(argv: string[]) {

@@ -129,10 +129,28 @@ export async function openEventLog(config: Config, sql: Sql, log: Logger): Promi
     });
     return eventLog;
   }
+  const logTo = (level: 'debug' | 'info' | 'warn' | 'error', message: string, extra?: object) =>
+    log[level]({ ...extra, component: 'event-log' }, message);
+  if (sql.kind === 'pglite') {
+    // The embedded default: the log in files of the data directory, so that PGlite runs the
+    // pipeline's transactions only (issue 19). A data directory whose log was still the SQL table
+    // has its records carried over once, when a topic's files are first created.
+    const { FileEventLog } = await import('../adapters/eventlog/file');
+    const { sqlLogImporter } = await import('../adapters/eventlog/local');
+    const dir = join(config.dataDir, 'log');
+    try {
+      return new FileEventLog({ dir, log: logTo, importer: sqlLogImporter(sql) });
+    } catch (err) {
+      if (!(err instanceof DataDirInUse)) throw err;
+      throw new StartupError(
+        'LUDUS_DATA_DIR',
+        `the event log in ${dir} is in use by process ${err.pid} (a running Ludus server); stop it first`,
+      );
+    }
+  }
+  // A real Postgres without Kafka: the log is a table of that database.
   const { LocalEventLog } = await import('../adapters/eventlog/local');
-  return new LocalEventLog(sql, {
-    log: (level, message, extra) => log[level]({ ...extra, component: 'event-log' }, message),
-  });
+  return new LocalEventLog(sql, { log: logTo });
 }
 
 export async function openRanks(config: Config): Promise<RankIndex> {

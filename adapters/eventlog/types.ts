@@ -2,8 +2,8 @@ import type { Topic } from '../../schemas/topics';
 
 /**
  * The event-log port: a partitioned, durable, ordered log with consumer groups.
- * Two adapters: Kafka (kafkajs, Avro in the Confluent wire format) and a local log kept in the SQL
- * store. Records with the same key always land in the same partition, in append order.
+ * Three adapters: Kafka (kafkajs, Avro in the Confluent wire format), a local log kept in the SQL
+ * store, and a log in files of the data directory (the embedded default). Records with the same key always land in the same partition, in append order.
  *
  * Offsets are NOT committed by the log on the consumer's behalf as the source of truth: a consumer
  * stores `batch.nextOffset` together with the state the batch produced (one SQL transaction, or one
@@ -70,12 +70,12 @@ export interface AppendRecord<T> {
 
 export interface EventLog {
   /** Which adapter this is, for logs and /ready only: no module may branch on it. */
-  readonly kind: 'kafka' | 'local';
+  readonly kind: 'kafka' | 'local' | 'file';
   /** Creates the topic with `topic.partitions` partitions when it does not exist. Idempotent. */
   ensureTopic(topic: Topic<unknown>): Promise<void>;
   /**
    * Appends records; resolves only when every record is durable (Kafka: acks=all with the
-   * idempotent producer; local: committed to SQL). Order is kept per key. Rejects on failure:
+   * idempotent producer; local: committed to SQL; file: written and fsynced). Order is kept per key. Rejects on failure:
    * never swallows an error.
    */
   append<T>(topic: Topic<T>, records: AppendRecord<T>[]): Promise<void>;

@@ -390,6 +390,12 @@ export async function ingestWorkload(b: Bench): Promise<void> {
     baseline: { name: 'bare kafkajs producer (batches of 100)', value: kafkajsFig },
   });
 
+  await ingestEmbedded(b);
+}
+
+/** The embedded shape's ingestion gateway alone (also the `embedded` workload's first half). */
+export async function ingestEmbedded(b: Bench): Promise<void> {
+  const p = b.profile;
   // ---- embedded: the gateway on the local log (PGlite) ------------------------------------------
   const dir = b.cleanup.dir(`${b.tmp}/ingest-embedded`);
   mkdirSync(dir, { recursive: true });
@@ -399,7 +405,7 @@ export async function ingestWorkload(b: Bench): Promise<void> {
     boards: [],
     rules: [],
   });
-  svc = await startService({
+  const svc = await startService({
     label: 'ingest gateway (embedded)',
     roles: 'ingest',
     env: eenv,

@@ -462,7 +462,7 @@ async function distributedLatency(b: Bench, redis: Redis): Promise<void> {
 }
 
 /** The embedded shape: backlog drain, end to end with every role in one process, latency. */
-async function embedded(b: Bench): Promise<void> {
+export async function embedded(b: Bench): Promise<void> {
   const p = b.profile;
   const N = p.embedded.events;
   const template = b.cleanup.dir(`${b.tmp}/pipeline-embedded-template`);

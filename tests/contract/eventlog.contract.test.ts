@@ -1,17 +1,23 @@
 /**
  * The EventLog contract (adapters/eventlog/types.ts), run against every adapter on the real stack:
- * the local log on PGlite, the local log on Postgres, and Kafka (with the schema registry).
+ * the local log on PGlite, the local log on Postgres, the file log (the embedded default, consumers'
+ * state on PGlite) and Kafka (with the schema registry).
  *
  * The consumers under test behave like the processors: they store their effects (one row per applied
  * record) and `batch.nextOffset` (consumer_offsets, migration 001) in ONE SQL transaction, and answer
  * `resumeFrom` from that table. Exactly-once is then checked on the applied rows.
  */
+import { mkdtempSync, rmSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Type } from 'avsc';
 import { Kafka, logLevel, type ISocketFactory } from 'kafkajs';
 import { PlainAvroCodec, RegistryAvroCodec, type SchemaCodec } from '../../adapters/eventlog/codec';
 import { KafkaEventLog } from '../../adapters/eventlog/kafka';
+import { FileEventLog } from '../../adapters/eventlog/file';
 import { LocalEventLog } from '../../adapters/eventlog/local';
+import { DataDirInUse } from '../../adapters/sql/dirlock';
 import { partitionForKey, type LogLevel } from '../../adapters/eventlog/common';
 import type { Batch, Consumer, ConsumerHandlers, EventLog } from '../../adapters/eventlog/types';
 import type { PgSql } from '../../adapters/sql/pg';
@@ -56,6 +62,11 @@ interface Env {
   sql: Sql;
   /** A new log instance (a new process, as far as the log can tell) over the same stores. */
   newLog(prefix: string, opts?: { capture?: (codec: SchemaCodec) => SchemaCodec }): EventLog;
+  /**
+   * One instance per store at a time (the file log locks its directory): a second instance is
+   * refused while the first is open, so "another process appends" cannot happen.
+   */
+  exclusive?: boolean;
   /** Kafka only: checks that `bytes` (a record value off the wire) is in the Confluent format. */
   checkWire?(bytes: Buffer, prefix: string, codec: SchemaCodec): Promise<void>;
   teardown(): Promise<void>;
@@ -94,6 +105,28 @@ const variants: Array<[string, () => Promise<Env>]> = [
             ...(o?.capture ? { codec: o.capture(defaultPlain()) } : {}),
           }),
         teardown: () => dropTestPg(sql, schema),
+      };
+    },
+  ],
+  [
+    'file',
+    async () => {
+      const sql = await openTestPglite();
+      const base = mkdtempSync(join(tmpdir(), 'ludus-filelog-'));
+      return {
+        sql,
+        exclusive: true,
+        newLog: (prefix, o) =>
+          new FileEventLog({
+            ...localTuning,
+            dir: join(base, prefix),
+            topicPrefix: prefix,
+            ...(o?.capture ? { codec: o.capture(defaultPlain()) } : {}),
+          }),
+        teardown: async () => {
+          await sql.close();
+          rmSync(base, { recursive: true, force: true });
+        },
       };
     },
   ],
@@ -564,6 +597,11 @@ describe.each(variants)('EventLog contract [%s]', (_name, open) => {
 
   it('delivers records appended through another instance of the log (another process)', async () => {
     const { prefix, log, group } = await setup();
+    if (env.exclusive) {
+      // One process per directory: a second instance is refused while the first holds the lock.
+      expect(() => env.newLog(prefix)).toThrow(DataDirInUse);
+      return;
+    }
     const writer = newLog(prefix); // shares nothing in memory with `log`, only the stores
     await consume(log, group, new StoreConsumer(env.sql, log, group));
     const records = makeRecords(40, 8);

@@ -63,7 +63,7 @@ describe('ludus serve [embedded]', () => {
       const adapters = p.logs.find((l) => l.msg === 'adapters ready');
       expect(adapters).toMatchObject({
         sql: 'pglite',
-        event_log: 'local',
+        event_log: 'file',
         ranks: 'memory',
         analytics: 'sql',
       });

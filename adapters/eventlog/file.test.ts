@@ -1,0 +1,269 @@
+/**
+ * FileEventLog beyond the shared contract (tests/contract/eventlog.contract.test.ts): what its files
+ * hold after concurrent appends (group commit), a torn tail after a crash, damage that is not a
+ * torn tail, stored offsets beyond the end, and the one-time carry-over of an older SQL log.
+ */
+import { appendFileSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { LocalEventLog, sqlLogImporter } from './local';
+import { FileEventLog, frameRecord, MAX_GROUP_BYTES } from './file';
+import type { Batch, EventLog } from './types';
+import { EVENTS_TOPIC, eventKey, type EventRecord, type Topic } from '../../schemas/topics';
+import type { LogLevel } from './common';
+import { openTestPglite } from '../../tests/support/stack';
+import { waitFor } from '../../tests/support/wait';
+
+const TOPIC: Topic<EventRecord> = { ...EVENTS_TOPIC, partitions: 3 };
+
+function event(user: string, seq: number): EventRecord {
+  return {
+    tenant_id: 'ten',
+    event_id: `${user}#${seq}`,
+    type: 'test.happened',
+    user_id: user,
+    occurred_at: 1_700_000_000_000 + seq,
+    received_at: 1_700_000_000_500 + seq,
+    attrs_json: JSON.stringify({ seq, pad: 'x'.repeat(seq % 50) }),
+    actor_metadata_json: null,
+    subject_json: null,
+  };
+}
+
+const records = (n: number, users = 7, from = 0) =>
+  Array.from({ length: n }, (_, i) => {
+    const user = `u${(from + i) % users}`;
+    return { key: eventKey('ten', user), value: event(user, from + i) };
+  });
+
+let dir: string;
+const open: EventLog[] = [];
+const warnings: string[] = [];
+const log = (level: LogLevel, message: string, fields?: Record<string, unknown>) => {
+  if (level === 'warn' || level === 'error')
+    warnings.push(`${level} ${message} ${JSON.stringify(fields ?? {})}`);
+};
+const newLog = (extra: Partial<ConstructorParameters<typeof FileEventLog>[0]> = {}) => {
+  const l = new FileEventLog({
+    dir,
+    log,
+    pollIntervalMs: 50,
+    retryBackoff: { initialMs: 20, maxMs: 100 },
+    ...extra,
+  });
+  open.push(l);
+  return l;
+};
+
+beforeEach(() => {
+  dir = mkdtempSync(join(tmpdir(), 'ludus-filelog-test-'));
+  warnings.length = 0;
+});
+
+afterEach(async () => {
+  for (const l of open.splice(0)) await l.close().catch(() => undefined);
+  rmSync(dir, { recursive: true, force: true });
+});
+
+/** Every record of the topic, per partition, read by a consumer from offset 0. */
+async function readAll(
+  l: EventLog,
+  expected: number,
+): Promise<Map<number, Array<{ offset: number; id: string }>>> {
+  const got = new Map<number, Array<{ offset: number; id: string }>>();
+  let n = 0;
+  const c = await l.consume(
+    TOPIC,
+    { group: `g${Math.random()}`, maxBatchSize: 37 },
+    {
+      resumeFrom: async () => new Map(),
+      handleBatch: async (b: Batch<EventRecord>) => {
+        const list = got.get(b.partition) ?? [];
+        for (const r of b.records) list.push({ offset: r.offset, id: r.value.event_id });
+        got.set(b.partition, list);
+        n += b.records.length;
+      },
+    },
+  );
+  await waitFor(() => n >= expected, { what: `${expected} records`, describe: () => `read ${n}` });
+  await c.stop();
+  return got;
+}
+
+const partitionFile = (p: number) => join(dir, TOPIC.name, `${p}.log`);
+
+describe('FileEventLog', () => {
+  it('keeps every record of concurrent appends, in call order per key, across a reopen', async () => {
+    const a = newLog();
+    await a.ensureTopic(TOPIC);
+    const all = records(2000, 11);
+    // 100 appends of 20 records at once: they are written in groups, each resolved after its sync.
+    await Promise.all(Array.from({ length: 100 }, (_, i) => a.append(TOPIC, all.slice(i * 20, i * 20 + 20))));
+    const ends = await a.endOffsets(TOPIC);
+    expect([...ends.values()].reduce((x, y) => x + y, 0)).toBe(all.length);
+    await a.close();
+
+    const b = newLog();
+    expect(await b.endOffsets(TOPIC)).toEqual(ends);
+    const got = await readAll(b, all.length);
+    const ids = [...got.values()].flat().map((r) => r.id);
+    expect(ids.sort()).toEqual(all.map((r) => r.value.event_id).sort());
+    for (const [p, list] of got) {
+      expect(list.map((r) => r.offset)).toEqual(list.map((_, i) => i));
+      // Within a key, the order of the calls (each call's records are consecutive seqs of the key).
+      const perUser = new Map<string, number[]>();
+      for (const r of list) {
+        const [user, seq] = r.id.split('#');
+        perUser.set(user, [...(perUser.get(user) ?? []), Number(seq)]);
+      }
+      for (const seqs of perUser.values()) expect(seqs).toEqual([...seqs].sort((x, y) => x - y));
+      expect(p).toBeLessThan(TOPIC.partitions);
+    }
+  });
+
+  it('cuts a torn last record off on open and appends after it', async () => {
+    const a = newLog();
+    await a.ensureTopic(TOPIC);
+    const first = records(300);
+    await a.append(TOPIC, first);
+    const ends = await a.endOffsets(TOPIC);
+    await a.close();
+    // A crash in the middle of writing a record: its first half reached the file.
+    const p = [...ends.entries()].find(([, n]) => n > 0)![0];
+    const goodSize = statSync(partitionFile(p)).size;
+    const torn = frameRecord(Date.now(), 1, 'ten:u0', Buffer.from('x'.repeat(200)));
+    appendFileSync(partitionFile(p), torn.subarray(0, 100));
+
+    const b = newLog();
+    expect(await b.endOffsets(TOPIC)).toEqual(ends);
+    expect(statSync(partitionFile(p)).size).toBe(goodSize);
+    expect(warnings.some((w) => /unfinished write/.test(w))).toBe(true);
+    const more = records(50, 7, 300);
+    await b.append(TOPIC, more);
+    const got = await readAll(b, first.length + more.length);
+    expect([...got.values()].flat().length).toBe(first.length + more.length);
+  });
+
+  it('cuts a complete last record with a wrong checksum off (a write whose end never reached the disk)', async () => {
+    const a = newLog();
+    await a.ensureTopic(TOPIC);
+    await a.append(TOPIC, records(40));
+    const ends = await a.endOffsets(TOPIC);
+    await a.close();
+    const frame = frameRecord(Date.now(), 1, 'ten:u0', Buffer.from('y'.repeat(64)));
+    frame.fill(0, frame.length - 20); // the last bytes stayed zero
+    appendFileSync(partitionFile(0), frame);
+    const b = newLog();
+    expect(await b.endOffsets(TOPIC)).toEqual(ends);
+  });
+
+  it('refuses to open a file damaged before more data than one write could leave unfinished', async () => {
+    const a = newLog();
+    await a.ensureTopic(TOPIC);
+    await a.append(TOPIC, records(30));
+    await a.close();
+    const path = partitionFile(0);
+    const bytes = readFileSync(path);
+    bytes[bytes.length - 3] ^= 0xff; // damage inside the last acknowledged record ...
+    writeFileSync(path, bytes);
+    appendFileSync(path, Buffer.alloc(MAX_GROUP_BYTES + 1024, 7)); // ... followed by lots more
+    const b = newLog();
+    await expect(b.endOffsets(TOPIC)).rejects.toThrow(/refusing to cut acknowledged records off/);
+    expect(statSync(path).size).toBe(bytes.length + MAX_GROUP_BYTES + 1024); // nothing was cut
+  });
+
+  it('a stored offset beyond the end of the log is an error, never a skip', async () => {
+    const a = newLog();
+    await a.ensureTopic(TOPIC);
+    await a.append(TOPIC, records(10));
+    let handled = 0;
+    const c = await a.consume(
+      TOPIC,
+      { group: 'g' },
+      {
+        resumeFrom: async (ps) => new Map(ps.map((p) => [p, 1000])),
+        handleBatch: async () => {
+          handled++;
+        },
+      },
+    );
+    await waitFor(() => warnings.some((w) => /beyond the end of the log/.test(w)), {
+      what: 'the error',
+      describe: () => warnings.join('\n'),
+    });
+    await a.append(TOPIC, records(100, 7, 10)); // still below 1000 in every partition
+    await new Promise((r) => setTimeout(r, 200)); // the loops keep refusing; nothing to wait for
+    expect(handled).toBe(0);
+    await c.stop();
+  });
+
+  it('refuses appends larger than one group, and values that do not fit the schema, appending nothing', async () => {
+    const a = newLog();
+    await a.ensureTopic(TOPIC);
+    const big = { key: 'ten:u1', value: { ...event('u1', 0), attrs_json: 'z'.repeat(MAX_GROUP_BYTES) } };
+    await expect(a.append(TOPIC, [big])).rejects.toThrow(/more than/);
+    await expect(
+      a.append(TOPIC, [
+        { key: 'ten:u1', value: { ...event('u1', 0), user_id: 3 } as unknown as EventRecord },
+      ]),
+    ).rejects.toThrow(/user_id/);
+    expect([...(await a.endOffsets(TOPIC)).values()]).toEqual([0, 0, 0]);
+  });
+
+  it('a second instance on the same directory is refused; after close it opens', async () => {
+    const a = newLog();
+    expect(() => new FileEventLog({ dir })).toThrow(/in use by process/);
+    await a.close();
+    newLog();
+  });
+
+  it('carries the records of an older SQL log over once, with their offsets', async () => {
+    const sql = await openTestPglite();
+    try {
+      const old = new LocalEventLog(sql);
+      await old.ensureTopic(TOPIC);
+      const before = records(500, 13);
+      await old.append(TOPIC, before);
+      const ends = await old.endOffsets(TOPIC);
+      await old.close();
+
+      const a = newLog({ importer: sqlLogImporter(sql) });
+      await a.ensureTopic(TOPIC);
+      expect(await a.endOffsets(TOPIC)).toEqual(ends);
+      const after = records(20, 13, 500);
+      await a.append(TOPIC, after);
+      const got = await readAll(a, before.length + after.length);
+      // Same partition and offset for every old record as in the SQL log.
+      const fromSql = await sql.query<{ partition: number; offset: number; key: string }>(
+        `SELECT partition, "offset", key FROM event_log_records WHERE topic = $1`,
+        [TOPIC.name],
+      );
+      expect(fromSql.rows.length).toBe(before.length);
+      const byPos = new Map([...got].flatMap(([p, list]) => list.map((r) => [`${p}/${r.offset}`, r.id])));
+      const oldIds = new Map(before.map((r) => [r.value.event_id, r.key]));
+      for (const r of fromSql.rows) {
+        const id = byPos.get(`${r.partition}/${Number(r.offset)}`)!;
+        expect(oldIds.get(id)).toBe(r.key);
+      }
+      expect(byPos.size).toBe(before.length + after.length);
+      await a.close();
+      // A second start does not import again (the topic's files exist).
+      const b = newLog({ importer: sqlLogImporter(sql) });
+      await b.ensureTopic(TOPIC);
+      expect([...(await b.endOffsets(TOPIC)).values()].reduce((x, y) => x + y, 0)).toBe(520);
+    } finally {
+      await sql.close();
+    }
+  }, 240_000);
+
+  it('a failed topic creation leaves no half-made topic behind', async () => {
+    const a = newLog({
+      importer: {
+        heads: async () => new Map([[0, 5]]),
+        page: async () => [], // claims 5 records, has none
+      },
+    });
+    await expect(a.ensureTopic(TOPIC)).rejects.toThrow(/no record at offset 0/);
+    await expect(a.endOffsets(TOPIC)).rejects.toThrow(/does not exist/);
+  });
+});

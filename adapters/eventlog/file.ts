@@ -1,0 +1,644 @@
+/**
+ * FileEventLog: the embedded shape's event log (issue 19), append-only files in the data
+ * directory, so that PGlite runs the pipeline's transactions only.
+ *
+ * Layout: `<dir>/<topic>/meta.json` ({"partitions": n}) and one file per partition,
+ * `<dir>/<topic>/<partition>.log`, a sequence of records, each
+ *
+ *   u32 body length | u32 CRC-32 of the body | body
+ *   body = u8 format (1) | f64 append time (Unix ms) | u16 schema version | u32 key length | key (UTF-8) | value (Avro)
+ *
+ * (little-endian). A record's offset is its index in the file: 0, 1, 2, ...
+ *
+ * Appends, group commit: `append` encodes and frames its records, queues them and waits. One flush
+ * at a time takes everything queued (up to MAX_GROUP_BYTES per partition), hands out offsets,
+ * writes each touched partition's bytes with one positional write, then fdatasyncs every touched
+ * file; only then does it resolve the appends of the group (a 202 means durable) and make the
+ * records visible to consumers and to `endOffsets`. Appends that arrive during a flush form the
+ * next group, so under load one fsync serves many requests. A failed write or sync rejects every
+ * append of the group and cuts the files back to their last durable size (offsets are not
+ * reused by records anyone saw); if even that fails, the log refuses further appends.
+ *
+ * Opening (crash recovery): every partition file is read once, checking each record's length and
+ * CRC. A torn or corrupt record at the end (a crash during a write that was never acknowledged) is
+ * cut off, with a warning naming the bytes dropped. Bad bytes followed by more than one group's
+ * worth of data cannot be a torn write: the log then refuses to open rather than drop acknowledged
+ * records.
+ *
+ * Reads: consumer loops (groups.ts, the same consumer groups as LocalEventLog) read from the files
+ * with positional reads at a cursor remembered per read position, or from a sparse in-memory index
+ * (one file position every INDEX_EVERY records). A stored offset beyond the end of the log is an
+ * error (the log files and the SQL store do not belong together), never a silent skip.
+ *
+ * One process per directory: the directory is locked (`<dir>.lock`, adapters/sql/dirlock.ts), and
+ * consumer groups live in this instance. Retention: none; the files grow with every event.
+ */
+import { EventEmitter } from 'node:events';
+import { mkdirSync, openSync, fsyncSync, closeSync } from 'node:fs';
+import { mkdir, open, readdir, rename, rm, stat, writeFile, type FileHandle } from 'node:fs/promises';
+import { join } from 'node:path';
+import { crc32 } from 'node:zlib';
+import { lockDir, type DirLock } from '../sql/dirlock';
+import { Mutex } from '../../shared/mutex';
+import type { Topic } from '../../schemas/topics';
+import type { AppendRecord, Consumer, ConsumerHandlers, ConsumerOptions, EventLog, LogRecord } from './types';
+import { PlainAvroCodec, type SchemaCodec } from './codec';
+import {
+  defaultLogger,
+  errorMessage,
+  partitionForKey,
+  type BackoffOptions,
+  type EventLogLogger,
+} from './common';
+import { LocalGroup, LocalMember, type PartitionSource } from './groups';
+
+/** A record as the SQL log (002_event_log) held it, for the one-time import of an older data directory. */
+export interface ImportedRecord {
+  offset: number;
+  key: string;
+  schemaVersion: number;
+  value: Buffer;
+  timestamp: number;
+}
+
+export interface FileEventLogOptions {
+  /** The log directory (created when missing), locked for this instance. */
+  dir: string;
+  /** Bare Avro (avsc) by default. */
+  codec?: SchemaCodec;
+  /** Prepended to topic names (tests isolate themselves with a unique prefix). */
+  topicPrefix?: string;
+  /** How often an idle consumer compares the partition heads with its positions. Default 200 ms. */
+  pollIntervalMs?: number;
+  /** Backoff after a handler (or read) error. Default 100 ms doubling up to 5 s. */
+  retryBackoff?: BackoffOptions;
+  /** Diagnostics. Default: errors to stderr. */
+  log?: EventLogLogger;
+  /**
+   * Records to carry over when a topic's files are first created (a data directory whose log was
+   * a SQL table): pages of `partition`'s records in offset order from `from` on, empty at the end.
+   */
+  importer?: {
+    heads(physicalName: string): Promise<Map<number, number>>;
+    page(physicalName: string, partition: number, from: number, limit: number): Promise<ImportedRecord[]>;
+  };
+}
+
+const HEADER = 8;
+const FORMAT = 1;
+/** Fixed part of a body: format, time, schema version, key length. */
+const BODY_FIXED = 1 + 8 + 2 + 4;
+/** Upper bound of one partition's bytes in one group (and of one append's bytes per partition). */
+export const MAX_GROUP_BYTES = 16 * 1024 * 1024;
+/** A body longer than this is corruption, not a record. */
+const MAX_BODY = MAX_GROUP_BYTES;
+/** One file position kept in memory every this many records. */
+const INDEX_EVERY = 256;
+/** Bytes read from a file at a time by a consumer. */
+const READ_CHUNK = 1024 * 1024;
+
+/** Frames one record (header + body). */
+export function frameRecord(timestamp: number, schemaVersion: number, key: string, value: Buffer): Buffer {
+  const keyLen = Buffer.byteLength(key, 'utf8');
+  const bodyLen = BODY_FIXED + keyLen + value.length;
+  const buf = Buffer.allocUnsafe(HEADER + bodyLen);
+  buf.writeUInt32LE(bodyLen, 0);
+  let o = HEADER;
+  buf.writeUInt8(FORMAT, o);
+  buf.writeDoubleLE(timestamp, o + 1);
+  buf.writeUInt16LE(schemaVersion, o + 9);
+  buf.writeUInt32LE(keyLen, o + 11);
+  o += BODY_FIXED;
+  o += buf.write(key, o, 'utf8');
+  value.copy(buf, o);
+  buf.writeUInt32LE(crc32(buf.subarray(HEADER)) >>> 0, 4);
+  return buf;
+}
+
+interface Parsed {
+  timestamp: number;
+  schemaVersion: number;
+  key: string;
+  value: Buffer;
+  /** Bytes of the whole record. */
+  size: number;
+}
+
+/**
+ * Parses the record at `at` in `buf`: the record, 'short' when `buf` ends inside it, or 'bad'
+ * when its length or checksum is wrong.
+ */
+function parseRecord(buf: Buffer, at: number): Parsed | 'short' | 'bad' {
+  if (buf.length - at < HEADER) return 'short';
+  const bodyLen = buf.readUInt32LE(at);
+  if (bodyLen < BODY_FIXED || bodyLen > MAX_BODY) return 'bad';
+  if (buf.length - at - HEADER < bodyLen) return 'short';
+  const body = buf.subarray(at + HEADER, at + HEADER + bodyLen);
+  if (crc32(body) >>> 0 !== buf.readUInt32LE(at + 4)) return 'bad';
+  if (body.readUInt8(0) !== FORMAT) return 'bad';
+  const keyLen = body.readUInt32LE(11);
+  if (BODY_FIXED + keyLen > bodyLen) return 'bad';
+  return {
+    timestamp: body.readDoubleLE(1),
+    schemaVersion: body.readUInt16LE(9),
+    key: body.toString('utf8', BODY_FIXED, BODY_FIXED + keyLen),
+    value: body.subarray(BODY_FIXED + keyLen),
+    size: HEADER + bodyLen,
+  };
+}
+
+/** One partition file: its durable size and record count, and where records start. */
+class PartitionFile {
+  /** Durable (synced) bytes and records: what readers may see. */
+  size = 0;
+  count = 0;
+  /** index[i] = file position of record i * INDEX_EVERY. */
+  readonly index: number[] = [];
+  /** Where the next record after a read ended: next offset → file position (small, recent). */
+  private readonly cursors = new Map<number, number>();
+
+  constructor(
+    readonly path: string,
+    readonly fh: FileHandle,
+  ) {}
+
+  /** Records that `count` records of the given sizes were appended durably. */
+  advance(sizes: number[]): void {
+    for (const s of sizes) {
+      if (this.count % INDEX_EVERY === 0) this.index.push(this.size);
+      this.size += s;
+      this.count++;
+    }
+  }
+
+  remember(offset: number, position: number): void {
+    this.cursors.set(offset, position);
+    if (this.cursors.size > 64) this.cursors.delete(this.cursors.keys().next().value as number);
+  }
+
+  /** File position of record `offset` (< count) and how many records to skip from there. */
+  locate(offset: number): { position: number; skip: number } {
+    const known = this.cursors.get(offset);
+    if (known !== undefined) return { position: known, skip: 0 };
+    const slot = Math.floor(offset / INDEX_EVERY);
+    return { position: this.index[slot], skip: offset - slot * INDEX_EVERY };
+  }
+}
+
+interface TopicFiles {
+  name: string;
+  partitions: PartitionFile[];
+}
+
+/** One append call waiting for its group's flush. */
+interface PendingAppend {
+  topic: TopicFiles;
+  /** partition → framed records, in call order. */
+  frames: Map<number, Buffer[]>;
+  resolve(): void;
+  reject(err: Error): void;
+}
+
+export class FileEventLog implements EventLog {
+  readonly kind = 'file' as const;
+  private readonly codec: SchemaCodec;
+  private readonly prefix: string;
+  private readonly log: EventLogLogger;
+  private readonly dir: string;
+  private readonly lock: DirLock;
+  /** Emits the physical topic name after every durable append. */
+  private readonly appended = new EventEmitter();
+  private readonly topics = new Map<string, Promise<TopicFiles>>();
+  private readonly groups = new Map<string, LocalGroup>();
+  private readonly members = new Set<LocalMember<unknown>>();
+  private queue: PendingAppend[] = [];
+  private flushing: Promise<void> | undefined;
+  /** Set when a failed group could not be cut back off the files: no further appends. */
+  private broken: Error | undefined;
+  private closed = false;
+  /** Topics are created one at a time. */
+  private readonly creating = new Mutex();
+
+  constructor(private readonly opts: FileEventLogOptions) {
+    this.dir = opts.dir;
+    mkdirSync(this.dir, { recursive: true });
+    this.lock = lockDir(this.dir);
+    this.codec = opts.codec ?? new PlainAvroCodec();
+    this.prefix = opts.topicPrefix ?? '';
+    this.log = opts.log ?? defaultLogger;
+    this.appended.setMaxListeners(0);
+  }
+
+  physicalName(topic: Topic<unknown>): string {
+    return this.prefix + topic.name;
+  }
+
+  partitionFor(topic: Topic<unknown>, key: string): number {
+    return partitionForKey(key, topic.partitions);
+  }
+
+  async ensureTopic(topic: Topic<unknown>): Promise<void> {
+    this.assertOpen();
+    const name = this.physicalName(topic);
+    const topicDir = join(this.dir, name);
+    await this.creating.run(async () => {
+      if (!(await exists(join(topicDir, 'meta.json')))) await this.createTopic(name, topic.partitions);
+    });
+    const t = await this.topicFiles(name);
+    if (t.partitions.length !== topic.partitions) {
+      throw new Error(
+        `topic ${name} exists with ${t.partitions.length} partitions, the code expects ${topic.partitions}: ` +
+          'changing the count would move keys to other partitions',
+      );
+    }
+  }
+
+  async append<T>(topic: Topic<T>, records: AppendRecord<T>[]): Promise<void> {
+    this.assertOpen();
+    if (this.broken) throw new Error(`the event log cannot append any more: ${this.broken.message}`);
+    if (records.length === 0) return;
+    const name = this.physicalName(topic);
+    const files = await this.topicFiles(name);
+    const version = this.codec.writerVersion(topic);
+    const now = Date.now();
+    // Encode before queueing: a record that does not fit the schema fails the whole call.
+    const frames = new Map<number, Buffer[]>();
+    const bytes = new Map<number, number>();
+    for (const r of records) {
+      if (typeof r.key !== 'string') throw new Error(`append to ${name}: every record needs a string key`);
+      const frame = frameRecord(now, version, r.key, await this.codec.encode(topic, r.value));
+      const p = this.partitionFor(topic, r.key);
+      let list = frames.get(p);
+      if (!list) frames.set(p, (list = []));
+      list.push(frame);
+      bytes.set(p, (bytes.get(p) ?? 0) + frame.length);
+    }
+    for (const [p, n] of bytes) {
+      if (n > MAX_GROUP_BYTES)
+        throw new Error(`append to ${name}: ${n} bytes for partition ${p}, more than ${MAX_GROUP_BYTES}`);
+    }
+    await new Promise<void>((resolve, reject) => {
+      this.queue.push({ topic: files, frames, resolve, reject });
+      this.kick();
+    });
+    this.appended.emit(name);
+  }
+
+  async consume<T>(topic: Topic<T>, opts: ConsumerOptions, handlers: ConsumerHandlers<T>): Promise<Consumer> {
+    this.assertOpen();
+    if (!opts.group) throw new Error('consume: a consumer group is required');
+    const name = this.physicalName(topic);
+    const files = await this.topicFiles(name);
+    const groupKey = `${name}\u0000${opts.group}`;
+    let group = this.groups.get(groupKey);
+    if (!group) {
+      group = new LocalGroup(topic.partitions, this.log, `${name}/${opts.group}`);
+      this.groups.set(groupKey, group);
+    }
+    const member = new LocalMember<T>({
+      source: this.source(topic, files),
+      topic,
+      physicalName: name,
+      group,
+      opts,
+      handlers,
+      notifier: this.appended,
+      pollIntervalMs: this.opts.pollIntervalMs ?? 200,
+      backoff: this.opts.retryBackoff ?? {},
+      log: this.log,
+      onStopped: (m) => this.members.delete(m as LocalMember<unknown>),
+    });
+    this.members.add(member as LocalMember<unknown>);
+    await group.join(member as LocalMember<unknown>);
+    return member;
+  }
+
+  async endOffsets(topic: Topic<unknown>): Promise<Map<number, number>> {
+    const files = await this.topicFiles(this.physicalName(topic));
+    return new Map(files.partitions.map((f, p) => [p, f.count]));
+  }
+
+  async ping(): Promise<void> {
+    this.assertOpen();
+    if (this.broken) throw new Error(`the event log cannot append any more: ${this.broken.message}`);
+  }
+
+  /** Stops every consumer, lets queued appends finish, closes the files and releases the lock. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await Promise.all([...this.members].map((m) => m.stop()));
+    while (this.flushing) await this.flushing;
+    this.appended.removeAllListeners();
+    for (const t of this.topics.values()) {
+      const files = await t.catch(() => undefined);
+      for (const f of files?.partitions ?? []) await f.fh.close().catch(() => undefined);
+    }
+    this.lock.release();
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Group commit
+
+  private kick(): void {
+    if (this.flushing) return;
+    this.flushing = (async () => {
+      try {
+        while (this.queue.length > 0) await this.flushGroup(this.takeGroup());
+      } finally {
+        this.flushing = undefined;
+      }
+    })();
+  }
+
+  /** Takes queued appends in order while every partition's bytes stay within MAX_GROUP_BYTES. */
+  private takeGroup(): PendingAppend[] {
+    const sizes = new Map<PartitionFile, number>();
+    let n = 0;
+    for (; n < this.queue.length; n++) {
+      const a = this.queue[n];
+      let fits = true;
+      for (const [p, frames] of a.frames) {
+        const f = a.topic.partitions[p];
+        const add = frames.reduce((s, b) => s + b.length, 0);
+        if (n > 0 && (sizes.get(f) ?? 0) + add > MAX_GROUP_BYTES) fits = false;
+      }
+      if (!fits) break;
+      for (const [p, frames] of a.frames) {
+        const f = a.topic.partitions[p];
+        sizes.set(f, (sizes.get(f) ?? 0) + frames.reduce((s, b) => s + b.length, 0));
+      }
+    }
+    return this.queue.splice(0, Math.max(n, 1));
+  }
+
+  private async flushGroup(group: PendingAppend[]): Promise<void> {
+    const writes = new Map<PartitionFile, Buffer[]>();
+    for (const a of group) {
+      for (const [p, frames] of a.frames) {
+        const f = a.topic.partitions[p];
+        let list = writes.get(f);
+        if (!list) writes.set(f, (list = []));
+        for (const b of frames) list.push(b);
+      }
+    }
+    try {
+      await Promise.all(
+        [...writes].map(async ([f, frames]) => {
+          const buf = frames.length === 1 ? frames[0] : Buffer.concat(frames);
+          let done = 0;
+          while (done < buf.length) {
+            const { bytesWritten } = await f.fh.write(buf, done, buf.length - done, f.size + done);
+            done += bytesWritten;
+          }
+          await f.fh.datasync();
+        }),
+      );
+    } catch (err) {
+      const e = err instanceof Error ? err : new Error(String(err));
+      this.log('error', 'event log write failed; the appends of this group are refused', {
+        error: e.message,
+      });
+      for (const [f] of writes) {
+        try {
+          await f.fh.truncate(f.size);
+          await f.fh.datasync();
+        } catch (cut) {
+          this.broken = new Error(`${f.path}: could not cut a failed write off: ${errorMessage(cut)}`);
+          this.log('error', 'event log is broken', { error: this.broken.message });
+        }
+      }
+      for (const a of group) a.reject(new Error(`event log write failed: ${e.message}`));
+      return;
+    }
+    for (const [f, frames] of writes) f.advance(frames.map((b) => b.length));
+    for (const a of group) a.resolve();
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Topics on disk
+
+  private topicFiles(name: string): Promise<TopicFiles> {
+    let t = this.topics.get(name);
+    if (!t) {
+      t = this.openTopic(name);
+      this.topics.set(name, t);
+      t.catch(() => this.topics.delete(name));
+    }
+    return t;
+  }
+
+  /** Creates a topic's files (importing its records from the SQL log when there are any). */
+  private async createTopic(name: string, partitions: number): Promise<void> {
+    const topicDir = join(this.dir, name);
+    const tmp = `${topicDir}.creating`;
+    await rm(tmp, { recursive: true, force: true });
+    await mkdir(tmp, { recursive: true });
+    let imported = 0;
+    const heads = (await this.opts.importer?.heads(name)) ?? new Map<number, number>();
+    for (let p = 0; p < partitions; p++) {
+      const fh = await open(join(tmp, `${p}.log`), 'w');
+      try {
+        const end = heads.get(p) ?? 0;
+        for (let from = 0; from < end;) {
+          const page = await this.opts.importer!.page(name, p, from, 5000);
+          if (page.length === 0 || page[0].offset !== from)
+            throw new Error(
+              `cannot carry the SQL event log of ${name} over: partition ${p} has no record at offset ${from}`,
+            );
+          const frames: Buffer[] = [];
+          for (const r of page) {
+            if (r.offset !== from)
+              throw new Error(
+                `cannot carry the SQL event log of ${name} over: partition ${p} skips offset ${from}`,
+              );
+            frames.push(frameRecord(r.timestamp, r.schemaVersion, r.key, r.value));
+            from++;
+          }
+          await fh.write(Buffer.concat(frames));
+          imported += page.length;
+        }
+        await fh.sync();
+      } finally {
+        await fh.close();
+      }
+    }
+    if (heads.size > 0 && [...heads.keys()].some((p) => p >= partitions))
+      throw new Error(`topic ${name} has more partitions in the SQL event log than the code expects`);
+    await writeFile(join(tmp, 'meta.json'), JSON.stringify({ partitions }));
+    syncPath(join(tmp, 'meta.json'));
+    syncPath(tmp);
+    await rename(tmp, topicDir);
+    syncPath(this.dir);
+    if (imported > 0)
+      this.log('info', 'event log carried over from the SQL store', { topic: name, records: imported });
+  }
+
+  /** Opens a topic's partition files, checking every record and cutting a torn tail off. */
+  private async openTopic(name: string): Promise<TopicFiles> {
+    const topicDir = join(this.dir, name);
+    let partitions: number;
+    try {
+      ({ partitions } = JSON.parse(await readText(join(topicDir, 'meta.json'))) as { partitions: number });
+    } catch {
+      throw new Error(`topic ${name} does not exist: call ensureTopic first`);
+    }
+    const files: PartitionFile[] = [];
+    try {
+      for (let p = 0; p < partitions; p++) files.push(await this.recover(join(topicDir, `${p}.log`)));
+    } catch (err) {
+      for (const f of files) await f.fh.close().catch(() => undefined);
+      throw err;
+    }
+    return { name, partitions: files };
+  }
+
+  private async recover(path: string): Promise<PartitionFile> {
+    const fh = await open(path, 'r+');
+    const f = new PartitionFile(path, fh);
+    try {
+      const total = (await fh.stat()).size;
+      const sizes: number[] = [];
+      let pos = 0;
+      let buf = Buffer.alloc(0);
+      let bufStart = 0;
+      let bad = false;
+      while (pos < total) {
+        const parsed = parseRecord(buf, pos - bufStart);
+        if (parsed === 'bad') {
+          bad = true;
+          break;
+        }
+        if (parsed === 'short') {
+          if (bufStart + buf.length >= total) break; // the file ends inside this record: torn
+          const rel = pos - bufStart;
+          const need = buf.length - rel >= HEADER ? HEADER + buf.readUInt32LE(rel) : HEADER;
+          const next = Buffer.allocUnsafe(Math.min(Math.max(READ_CHUNK * 4, need), total - pos));
+          const { bytesRead } = await fh.read(next, 0, next.length, pos);
+          if (bytesRead === 0) break;
+          buf = next.subarray(0, bytesRead);
+          bufStart = pos;
+          continue;
+        }
+        sizes.push(parsed.size);
+        pos += parsed.size;
+      }
+      if (pos < total) {
+        const dropped = total - pos;
+        if (dropped > MAX_GROUP_BYTES) {
+          throw new Error(
+            `${path}: ${bad ? 'a corrupt record' : 'a torn record'} at byte ${pos} followed by ${dropped} bytes: ` +
+              'more than one write could have left unfinished, so this is damage, not a crash during an append; ' +
+              'refusing to cut acknowledged records off (restore the data directory from a backup)',
+          );
+        }
+        this.log('warn', 'event log: cut an unfinished write off the end (a crash during an append)', {
+          file: path,
+          at: pos,
+          bytes: dropped,
+        });
+        await fh.truncate(pos);
+        await fh.datasync();
+      }
+      f.advance(sizes);
+      return f;
+    } catch (err) {
+      await fh.close().catch(() => undefined);
+      throw err;
+    }
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Reads for the consumer loops
+
+  private source<T>(topic: Topic<T>, files: TopicFiles): PartitionSource<T> {
+    const codec = this.codec;
+    return {
+      heads: async () => new Map(files.partitions.map((f, p) => [p, f.count])),
+      read: async (partition, offset, max) => {
+        const f = files.partitions[partition];
+        if (offset > f.count) {
+          throw new Error(
+            `stored offset ${offset} of ${files.name}[${partition}] is beyond the end of the log (${f.count}): ` +
+              'the log files do not belong to this SQL store (restored separately?); refusing to skip records',
+          );
+        }
+        if (offset === f.count) return [];
+        let { position, skip } = f.locate(offset);
+        const end = f.size;
+        const records: LogRecord<T>[] = [];
+        let buf = Buffer.alloc(0);
+        let bufStart = position;
+        let next = offset - skip;
+        while (records.length < max && position < end) {
+          const parsed = parseRecord(buf, position - bufStart);
+          if (parsed === 'bad') throw new Error(`${f.path}: corrupt record at byte ${position}`);
+          if (parsed === 'short') {
+            const have = buf.length - (position - bufStart);
+            const need = have >= HEADER ? HEADER + buf.readUInt32LE(position - bufStart) : HEADER;
+            const chunk = Buffer.allocUnsafe(Math.min(Math.max(READ_CHUNK, need), end - position));
+            const { bytesRead } = await f.fh.read(chunk, 0, chunk.length, position);
+            if (bytesRead === 0) throw new Error(`${f.path}: unexpected end of file at byte ${position}`);
+            buf = chunk.subarray(0, bytesRead);
+            bufStart = position;
+            continue;
+          }
+          position += parsed.size;
+          if (skip > 0) {
+            skip--;
+            next++;
+            continue;
+          }
+          records.push({
+            topic: topic.name,
+            partition,
+            offset: next++,
+            key: parsed.key,
+            value: await codec.decode(topic, parsed.value, parsed.schemaVersion),
+            timestamp: parsed.timestamp,
+          });
+        }
+        f.remember(next, position);
+        return records;
+      },
+    };
+  }
+
+  private assertOpen(): void {
+    if (this.closed) throw new Error('the event log is closed');
+  }
+}
+
+async function exists(path: string): Promise<boolean> {
+  try {
+    await stat(path);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function readText(path: string): Promise<string> {
+  const fh = await open(path, 'r');
+  try {
+    return await fh.readFile('utf8');
+  } finally {
+    await fh.close();
+  }
+}
+
+/** fsync of a file or a directory (a directory's entries: created and renamed files). */
+function syncPath(path: string): void {
+  const fd = openSync(path, 'r');
+  try {
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** Topic directories present in a log directory (for tools and tests). */
+export async function listTopics(dir: string): Promise<string[]> {
+  const entries = await readdir(dir, { withFileTypes: true }).catch(() => []);
+  return entries.filter((e) => e.isDirectory() && !e.name.endsWith('.creating')).map((e) => e.name);
+}
