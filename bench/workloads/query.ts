@@ -10,6 +10,12 @@
  * Embedded: the scores go into the PGlite store with one INSERT ... SELECT generate_series and the
  * service rebuilds its memory index from SQL at start, as it does after any restart.
  *
+ * Second baseline (issue 19), distributed: bench/minimal-query.ts, a minimal rank-lookup handler
+ * with the gateway's own libraries (Koa + @koa/router, jose, ioredis: verify the JWT, one ZRANK,
+ * answer JSON), in its own process, measured with wrk with the same token and user distribution,
+ * interleaved with the gateway's runs. Around-user and top pages are also shown against the
+ * gateway's rank lookups of the same run (issue 19: at least 60 %).
+ *
  * 10M users are not measured: see docs/performance.md (memory and time on a shared 2-core machine).
  */
 import { execFile } from 'node:child_process';
@@ -137,6 +143,7 @@ async function distributed(b: Bench, size: number): Promise<void> {
     .finally(() => sql.close());
   const redis = new Redis(b.stack.redisUrl);
   let svc: Service | null = null;
+  let minimal: Service | null = null;
   try {
     const ranks = new RedisRankIndex({ redis, prefix: `${d.redisPrefix}ranks:` });
     const rnd = prng(size);
@@ -175,7 +182,26 @@ async function distributed(b: Bench, size: number): Promise<void> {
     });
     const body = (await check.json()) as { found?: boolean };
     if (!body.found) throw new Error(`query: the loaded board is not visible: ${JSON.stringify(body)}`);
+    minimal = await startService({
+      label: 'minimal rank-lookup handler (Koa + jose + ioredis)',
+      roles: 'api',
+      script: ['bench/minimal-query.ts'],
+      env: {
+        MINIMAL_REDIS_URL: b.stack.redisUrl,
+        MINIMAL_ZSET: z,
+        MINIMAL_JWT_SECRET: secrets.get('bench')!.jwt_secret,
+        MINIMAL_TENANT: 'bench',
+      },
+      logFile: `${b.tmp}/query-minimal.log`,
+    });
+    const mcheck = await fetch(`${minimal.url.query}/v1/leaderboards/top/rank/${userId(size - 1)}`, {
+      headers: { authorization: `Bearer ${token}` },
+    });
+    const mbody = (await mcheck.json()) as { found?: boolean };
+    if (!mbody.found) throw new Error(`query: the minimal handler finds no entry: ${JSON.stringify(mbody)}`);
     await wrkQuery(b, svc, token, 'rank', size, 2);
+    await wrkQuery(b, minimal, token, 'rank', size, 2);
+    const minimalRuns: WrkResult[] = [];
     const runs: Record<string, Array<{ ludus: WrkResult; redis: RedisBench }>> = {
       rank: [],
       around: [],
@@ -192,8 +218,15 @@ async function distributed(b: Bench, size: number): Promise<void> {
         );
       }
       zrevrank.push(await redisBenchmark(b, ['ZREVRANK', z, `${encodeMember(0, 'u')}__rand_int__`], size));
+      const mr = await wrkQuery(b, minimal, token, 'rank', size, p.query.durationS);
+      minimalRuns.push(mr);
+      progress(
+        `query ${label(size)} minimal handler run ${i + 1}/${p.runs}: ${Math.round(mr.rps)} req/s p50 ${mr.latencyMs.p50.toFixed(2)} ms p99 ${mr.latencyMs.p99.toFixed(2)} ms${mr.errors ? ` (${mr.errors} errors)` : ''}`,
+      );
     }
-    b.results.record(`query.distributed.${label(size)}`, { ...runs, zrevrank });
+    await minimal.stop();
+    minimal = null;
+    b.results.record(`query.distributed.${label(size)}`, { ...runs, zrevrank, minimal: minimalRuns });
     if (p.profile && size === Math.max(...p.query.sizes)) {
       await svc.stop();
       svc = null;
@@ -243,6 +276,32 @@ async function distributed(b: Bench, size: number): Promise<void> {
         ];
       }
     }
+    const rankRps = figure(runs.rank!.map((r) => r.ludus.rps));
+    const vsMinimal = b.results.row({
+      workload: `query rank lookup, ${label(size)} board, vs minimal handler`,
+      shape: 'distributed',
+      what: 'requests/s',
+      unit: 'req/s',
+      value: rankRps,
+      baseline: {
+        name: 'minimal handler (Koa + @koa/router, jose, one ZRANK with ioredis; bench/minimal-query.ts)',
+        value: figure(minimalRuns.map((r) => r.rps)),
+      },
+    });
+    if (size === 1_000_000)
+      vsMinimal.targets = [{ text: '≥80% of the minimal handler', met: (vsMinimal.ratio ?? 0) >= 0.8 }];
+    for (const kind of ['top', 'around'] as const) {
+      const r = b.results.row({
+        workload: `query ${kind === 'around' ? 'around-user page (21)' : 'top page (100)'}, ${label(size)} board, vs rank lookup`,
+        shape: 'distributed',
+        what: 'requests/s',
+        unit: 'req/s',
+        value: figure(runs[kind]!.map((x) => x.ludus.rps)),
+        baseline: { name: 'rank lookups through the gateway', value: rankRps },
+      });
+      if (size === 1_000_000)
+        r.targets = [{ text: '≥60% of the rank lookup rate', met: (r.ratio ?? 0) >= 0.6 }];
+    }
     if (size === Math.max(...p.query.sizes)) {
       // The query role in two processes sharing the port (serve --processes 2), against the one
       // process measured above in the same run.
@@ -277,6 +336,7 @@ async function distributed(b: Bench, size: number): Promise<void> {
     }
   } finally {
     await svc?.stop();
+    await minimal?.stop();
     redis.disconnect();
     await b.cleanup.drop(d);
   }
