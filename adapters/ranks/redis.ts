@@ -44,7 +44,7 @@
  */
 import { createHash, randomBytes } from 'node:crypto';
 import Redis, { type RedisOptions } from 'ioredis';
-import type { RankedEntry, RankEntry, RankIndex, RankUpdate, Watermark } from './types';
+import type { RankedEntry, RankEntry, RankIndex, RankPage, RankUpdate, Watermark } from './types';
 import {
   RankInputError,
   checkBoard,
@@ -189,6 +189,41 @@ const RANGE = new LuaScript(`
 return redis.call('ZRANGE', KEYS[1], ARGV[1], ARGV[2], 'WITHSCORES')
 `);
 
+/** KEYS = zset; ARGV = start, stop. {ZCARD, flat {encoded, stored score, ...}}: one state. */
+const PAGE = new LuaScript(`
+return {redis.call('ZCARD', KEYS[1]), redis.call('ZRANGE', KEYS[1], ARGV[1], ARGV[2], 'WITHSCORES')}
+`);
+
+/**
+ * KEYS = zset, hash; ARGV = member id, limit (>= 1). {ZCARD, offset, {encoded, rank, stored score}
+ * or {}, flat page}: the page centred on the member (RankIndex.around), the top when absent.
+ */
+const AROUND = new LuaScript(`
+local total = redis.call('ZCARD', KEYS[1])
+local lim = tonumber(ARGV[2])
+local enc = redis.call('HGET', KEYS[2], ARGV[1])
+local me = {}
+local off = 0
+if enc then
+  local rank = redis.call('ZRANK', KEYS[1], enc)
+  local score = redis.call('ZSCORE', KEYS[1], enc)
+  if not rank or not score then return redis.error_reply('rank index out of sync for a member') end
+  me = {enc, rank, score}
+  off = math.max(0, math.min(rank - math.floor(lim / 2), total - lim))
+end
+return {total, off, me, redis.call('ZRANGE', KEYS[1], off, off + lim - 1, 'WITHSCORES')}
+`);
+
+/** Entries from a flat ZRANGE ... WITHSCORES reply starting at position `off`. */
+function entriesOf(flat: string[], off: number): RankedEntry[] {
+  const out: RankedEntry[] = [];
+  for (let i = 0; i < flat.length; i += 2) {
+    const { tiebreak, member } = decodeMember(flat[i]!);
+    out.push({ member, score: readScore(flat[i + 1]!), tiebreak, position: off + i / 2 });
+  }
+  return out;
+}
+
 export class RedisRankIndex implements RankIndex {
   readonly kind = 'redis' as const;
   private readonly redis: Redis;
@@ -211,7 +246,9 @@ export class RedisRankIndex implements RankIndex {
     if (!Number.isSafeInteger(this.loadTtl) || this.loadTtl < 1)
       throw new Error('RedisRankIndex: loadTtlSeconds must be a positive integer');
     if (typeof opts.redis === 'string') {
-      this.redis = new Redis(opts.redis, opts.redisOptions ?? {});
+      // Auto-pipelining: the commands that concurrent requests issue in one event-loop turn leave
+      // in one write (one syscall instead of one each); each command keeps its own reply or error.
+      this.redis = new Redis(opts.redis, { enableAutoPipelining: true, ...opts.redisOptions });
       // Connection errors surface as rejected commands; without a listener ioredis prints them.
       this.redis.on('error', () => undefined);
       this.owned = true;
@@ -277,16 +314,49 @@ export class RedisRankIndex implements RankIndex {
       [this.zKey(b)],
       [String(off), String(off + lim - 1)],
     )) as string[];
-    const out: RankedEntry[] = [];
-    for (let i = 0; i < flat.length; i += 2) {
-      const { tiebreak, member } = decodeMember(flat[i]);
-      out.push({ member, score: readScore(flat[i + 1]), tiebreak, position: off + i / 2 });
-    }
-    return out;
+    return entriesOf(flat, off);
   }
 
   async count(board: string): Promise<number> {
     return this.redis.zcard(this.zKey(checkBoard(board)));
+  }
+
+  async page(board: string, offset: number, limit: number): Promise<RankPage> {
+    const b = checkBoard(board);
+    const [off, lim] = checkPage(offset, limit);
+    if (lim === 0) return { entries: [], total: await this.redis.zcard(this.zKey(b)), offset: off };
+    const [total, flat] = (await PAGE.run(
+      this.redis,
+      [this.zKey(b)],
+      [String(off), String(off + lim - 1)],
+    )) as [number, string[]];
+    return { entries: entriesOf(flat, off), total: Number(total), offset: off };
+  }
+
+  async around(board: string, member: string, limit: number): Promise<RankPage & { me: RankedEntry | null }> {
+    const b = checkBoard(board);
+    const m = checkMember(member);
+    const [, lim] = checkPage(0, limit);
+    if (lim === 0) {
+      const [me, total] = [await this.get(b, m), await this.count(b)];
+      return { me, entries: [], total, offset: 0 };
+    }
+    const [total, off, mine, flat] = (await AROUND.run(
+      this.redis,
+      [this.zKey(b), this.hKey(b)],
+      [m, String(lim)],
+    )) as [number, number, [string, number, string] | [], string[]];
+    const offset = Number(off);
+    const me =
+      mine.length === 3
+        ? {
+            member: m,
+            score: readScore(mine[2]),
+            tiebreak: decodeMember(mine[0]).tiebreak,
+            position: Number(mine[1]),
+          }
+        : null;
+    return { me, entries: entriesOf(flat, offset), total: Number(total), offset };
   }
 
   async countAbove(board: string, score: number): Promise<number> {

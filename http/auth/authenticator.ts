@@ -11,6 +11,7 @@ import { safeEqual } from '../../core/tenancy/secrets';
 import type { ApiKey, Tenant, TenantSecrets, TenantStore } from '../../core/tenancy/store';
 import { ApiError, errors } from '../errors';
 import { FailureGate } from './failures';
+import { VerifiedTokenCache } from './token-cache';
 
 export type Principal =
   | { kind: 'root' }
@@ -58,6 +59,11 @@ export interface AuthenticatorOptions {
   rootKey: string | null;
   signatureSkewSeconds: number;
   tenantCacheMs: number;
+  /**
+   * How long a verified HS256 token is remembered (bounded by its exp; 0: verify every time).
+   * See ./token-cache.ts. Default 0.
+   */
+  tokenCacheMs?: number;
   /** Where seen signatures are remembered until they leave the skew window. */
   replay: ReplayGuard;
 }
@@ -70,13 +76,18 @@ export class Authenticator {
   private readonly jwks = new Map<string, ReturnType<typeof createRemoteJWKSet>>();
   /** Addresses whose failed-authentication budget is spent (http/route.ts). */
   readonly failures = new FailureGate();
+  /** Verified tenant and end-user HS256 tokens (./token-cache.ts). */
+  private readonly tokens: VerifiedTokenCache<Principal>;
 
-  constructor(private readonly opts: AuthenticatorOptions) {}
+  constructor(private readonly opts: AuthenticatorOptions) {
+    this.tokens = new VerifiedTokenCache<Principal>({ ttlMs: opts.tokenCacheMs ?? 0, maxEntries: MAX_CACHE });
+  }
 
   /** Forget cached credentials of a tenant (after an update in this process). */
   invalidate(tenantId?: string): void {
     if (tenantId === undefined) this.cache.clear();
     else this.cache.delete(tenantId);
+    this.tokens.invalidate(tenantId);
     // Identity-provider answers are keyed by issuer, not tenant: any tenant change drops them all.
     this.idpCache.clear();
   }
@@ -127,6 +138,17 @@ export class Authenticator {
     const token = bearer(authorization);
     if (!token) throw errors.unauthorized('Missing credential: send Authorization: Bearer <JWT>');
     if (token.length > MAX_TOKEN || !JWT_SHAPE.test(token)) throw errors.unauthorized('Malformed token');
+    const hit = this.tokens.get(token, this.opts.clock.now());
+    if (hit) {
+      // The tenant as it is now (through the tenant cache): the token stays accepted only while
+      // its secret is the one it was verified with and the tenant is active, as without the cache.
+      const t = await this.tenant(hit.tenantId);
+      if (t && (t === hit.secrets || safeEqual(t.jwtSecret, hit.secrets.jwtSecret))) {
+        if (t.tenant.status !== 'active') throw errors.forbidden('Tenant is suspended');
+        return { principal: hit.principal, tenant: t.tenant };
+      }
+      this.tokens.invalidate(hit.tenantId);
+    }
     let alg: string | undefined;
     try {
       alg = decodeProtectedHeader(token).alg;
@@ -144,13 +166,17 @@ export class Authenticator {
     if (typeof tenantId !== 'string' || tenantId === '') throw errors.unauthorized('Token names no tenant');
     const t = await this.tenant(tenantId);
     if (!t) throw errors.unauthorized('Invalid token');
+    const verifiedAt = this.opts.clock.now();
     await verifyHs256(token, t.jwtSecret, this.opts.clock);
     if (t.tenant.status !== 'active') throw errors.forbidden('Tenant is suspended');
-    if (claims.sub_type === 'tenant')
-      return { principal: { kind: 'tenant', tenantId, via: 'jwt' }, tenant: t.tenant };
-    if (typeof claims.sub !== 'string' || claims.sub === '')
+    let principal: Principal;
+    if (claims.sub_type === 'tenant') principal = { kind: 'tenant', tenantId, via: 'jwt' };
+    else if (typeof claims.sub !== 'string' || claims.sub === '')
       throw errors.unauthorized('End-user token must carry sub, the user id');
-    return { principal: { kind: 'user', tenantId, userId: claims.sub, via: 'jwt' }, tenant: t.tenant };
+    else principal = { kind: 'user', tenantId, userId: claims.sub, via: 'jwt' };
+    // The claims are the verified token's (same bytes); exp bounds the entry.
+    this.tokens.set(token, { principal, tenantId, secrets: t, exp: claims.exp }, verifiedAt);
+    return { principal, tenant: t.tenant };
   }
 
   /** A token from the tenant's identity provider: the issuer and organisation claim name the tenant. */
