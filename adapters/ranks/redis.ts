@@ -37,8 +37,10 @@
  * board updated by one partition and that partition's watermark on one slot (a hash tag per
  * (stream, partition)), which changes the key layout above.
  *
- * Connection: pass a URL (the index opens and closes its own ioredis client) or a client that
- * the caller owns and closes. The client must not use ioredis' own `keyPrefix` (use `prefix`).
+ * Connection: pass a URL (the index opens and closes its own ioredis client, with ioredis'
+ * auto-pipelining: the commands of concurrent callers issued in one event-loop turn leave in one
+ * write; each keeps its own reply or error, and order is kept) or a client that the caller owns
+ * and closes. The client must not use ioredis' own `keyPrefix` (use `prefix`).
  * ioredis resends unanswered commands after a reconnect; that is safe: apply() is guarded by the
  * watermark (a resent batch returns false), remove/dropBoard/load are idempotent.
  */
