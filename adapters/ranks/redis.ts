@@ -76,6 +76,7 @@ export interface RedisRankIndexOptions {
 
 const TB_WIDTH = 14;
 const TB_BIAS = 2n ** 53n;
+const TB_BIAS_NUMBER = 2 ** 53;
 
 /** The sortable member string: see the file comment. Exported for the contract tests. */
 export function encodeMember(tiebreak: number, member: string): string {
@@ -85,7 +86,14 @@ export function encodeMember(tiebreak: number, member: string): string {
 export function decodeMember(enc: string): { tiebreak: number; member: string } {
   if (enc.length <= TB_WIDTH || enc[TB_WIDTH] !== ':')
     throw new Error(`malformed rank member: ${JSON.stringify(enc)}`);
-  const tb = Number(BigInt('0x' + enc.slice(0, TB_WIDTH)) - TB_BIAS);
+  // Two 28-bit halves instead of a BigInt (pages decode a member per entry): hi * 2^28 and 2^53
+  // are multiples of 2^28 below 2^54, so their difference is exact, and adding lo stays within
+  // the safe range: the same value as BigInt(hex) - 2^53, bit for bit.
+  const hi = Number('0x' + enc.slice(0, 7));
+  const lo = Number('0x' + enc.slice(7, TB_WIDTH));
+  if (!Number.isInteger(hi) || !Number.isInteger(lo))
+    throw new Error(`malformed rank member: ${JSON.stringify(enc)}`);
+  const tb = hi * 268435456 - TB_BIAS_NUMBER + lo;
   return { tiebreak: tb === 0 ? 0 : tb, member: enc.slice(TB_WIDTH + 1) };
 }
 
