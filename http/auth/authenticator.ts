@@ -144,6 +144,8 @@ export class Authenticator {
       // its secret is the one it was verified with and the tenant is active, as without the cache.
       const t = await this.tenant(hit.tenantId);
       if (t && (t === hit.secrets || safeEqual(t.jwtSecret, hit.secrets.jwtSecret))) {
+        // The same secret, read again: compare with this object from now on.
+        hit.secrets = t;
         if (t.tenant.status !== 'active') throw errors.forbidden('Tenant is suspended');
         return { principal: hit.principal, tenant: t.tenant };
       }
