@@ -70,6 +70,8 @@ export interface AuthenticatorOptions {
 
 export class Authenticator {
   private readonly cache = new Map<string, { at: number; value: TenantSecrets | null }>();
+  /** Tenant reads in flight (see `tenant`). */
+  private readonly reading = new Map<string, Promise<TenantSecrets | null>>();
   /** Identity-provider lookups by (issuer, organisation values), negative answers included. */
   private readonly idpCache = new Map<string, { at: number; value: Tenant | null }>();
   /** One key set per JWKS URL: jose caches its keys and refetches at most every 30 s. */
@@ -85,22 +87,43 @@ export class Authenticator {
 
   /** Forget cached credentials of a tenant (after an update in this process). */
   invalidate(tenantId?: string): void {
-    if (tenantId === undefined) this.cache.clear();
-    else this.cache.delete(tenantId);
+    if (tenantId === undefined) {
+      this.cache.clear();
+      this.reading.clear();
+    } else {
+      this.cache.delete(tenantId);
+      this.reading.delete(tenantId);
+    }
     this.tokens.invalidate(tenantId);
     // Identity-provider answers are keyed by issuer, not tenant: any tenant change drops them all.
     this.idpCache.clear();
   }
 
-  /** A tenant with its secrets, cached for tenantCacheMs. */
+  /**
+   * A tenant with its secrets, cached for tenantCacheMs. Concurrent misses of one tenant (every
+   * request in flight when the entry runs out) share one store read; `invalidate` drops the read
+   * in flight, and a read whose tenant was invalidated meanwhile is not remembered.
+   */
   async tenant(id: string): Promise<TenantSecrets | null> {
     const now = this.opts.clock.now();
     const hit = this.cache.get(id);
     if (hit && now - hit.at < this.opts.tenantCacheMs) return hit.value;
-    const value = await this.opts.tenants.getTenantSecrets(id);
-    if (this.cache.size > 10000) this.cache.clear();
-    this.cache.set(id, { at: now, value });
-    return value;
+    const running = this.reading.get(id);
+    if (running) return running;
+    const p = this.opts.tenants
+      .getTenantSecrets(id)
+      .then((value) => {
+        if (this.reading.get(id) === p) {
+          if (this.cache.size > 10000) this.cache.clear();
+          this.cache.set(id, { at: now, value });
+        }
+        return value;
+      })
+      .finally(() => {
+        if (this.reading.get(id) === p) this.reading.delete(id);
+      });
+    this.reading.set(id, p);
+    return p;
   }
 
   // ---- admin gateway -------------------------------------------------------------------

@@ -187,4 +187,35 @@ describe('Authenticator.token with the verified-token cache', () => {
     clock.advance(1_001);
     await expect(auth.token(`Bearer ${token}`)).resolves.toBeDefined();
   });
+
+  it('reads a tenant once for many concurrent requests when its cache entry has run out', async () => {
+    let reads = 0;
+    const counting = new Authenticator({
+      tenants: {
+        getTenantSecrets: async (id: string) => {
+          reads++;
+          const t = stored.get(id);
+          return t ? { ...t, tenant: { ...t.tenant } } : null;
+        },
+      } as unknown as TenantStore,
+      clock,
+      rootKey: null,
+      signatureSkewSeconds: 300,
+      tenantCacheMs: 1000,
+      tokenCacheMs: 0,
+      replay: { firstUse: async () => true },
+    });
+    const token = await sign({ sub_type: 'tenant', sub_id: 'a' }, 'secret-a', now(), now() + 3600);
+    await Promise.all(Array.from({ length: 20 }, () => counting.token(`Bearer ${token}`)));
+    expect(reads).toBe(1);
+    clock.advance(1_000);
+    stored.set('a', secrets('a', 'secret-a', 'suspended'));
+    const answers = await Promise.allSettled(
+      Array.from({ length: 20 }, () => counting.token(`Bearer ${token}`)),
+    );
+    expect(
+      answers.every((a) => a.status === 'rejected' && (a.reason as { status: number }).status === 403),
+    ).toBe(true);
+    expect(reads).toBe(2);
+  });
 });
