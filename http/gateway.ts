@@ -63,9 +63,18 @@ export function createListenerApp(
   app.use(async (ctx, next) => {
     const started = process.hrtime.bigint();
     const incoming = ctx.get('x-request-id');
-    ctx.state.requestId = /^[A-Za-z0-9._:-]{1,128}$/.test(incoming) ? incoming : randomUUID();
-    ctx.state.log = deps.log.child({ gateway: name, request_id: ctx.state.requestId });
-    ctx.set('X-Request-Id', ctx.state.requestId);
+    const requestId = /^[A-Za-z0-9._:-]{1,128}$/.test(incoming) ? incoming : randomUUID();
+    ctx.state.requestId = requestId;
+    // The request's child logger is made on first use: most requests log nothing at the
+    // configured level, and a pino child costs about as much as the rest of this middleware.
+    let log: Logger | undefined;
+    Object.defineProperty(ctx.state, 'log', {
+      get: () => (log ??= deps.log.child({ gateway: name, request_id: requestId })),
+      set: (v: Logger) => (log = v),
+      enumerable: true,
+      configurable: true,
+    });
+    ctx.set('X-Request-Id', requestId);
     try {
       await next();
       if (ctx.status === 404 && ctx.body === undefined) {
@@ -78,10 +87,11 @@ export function createListenerApp(
       const route = (ctx as unknown as { _matchedRoute?: string })._matchedRoute ?? 'unmatched';
       deps.metrics.httpRequests.inc({ gateway: name, method: ctx.method, route, status: String(ctx.status) });
       deps.metrics.httpDuration.observe({ gateway: name, method: ctx.method, route }, seconds);
-      ctx.state.log.info(
-        { method: ctx.method, path: ctx.path, status: ctx.status, ms: Math.round(seconds * 1e4) / 10 },
-        'request',
-      );
+      if (deps.log.isLevelEnabled('info'))
+        ctx.state.log.info(
+          { method: ctx.method, path: ctx.path, status: ctx.status, ms: Math.round(seconds * 1e4) / 10 },
+          'request',
+        );
     }
   });
 

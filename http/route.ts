@@ -286,7 +286,10 @@ export function mountRoutes(
             raw,
             principal,
             tenant,
-            log: ctx.state.log,
+            // Read on use: the request's child logger is made on first access (http/gateway.ts).
+            get log() {
+              return ctx.state.log;
+            },
             requestId: ctx.state.requestId,
             ctx,
             q,

@@ -64,6 +64,12 @@ export interface Config {
    * also the query routes' cache of board definitions and open window rows (core/leaderboards/cache.ts).
    */
   tenantCacheMs: number;
+  /**
+   * How long a gateway remembers a verified HS256 tenant or end-user token, ms (never past the
+   * token's exp; the tenant's secret and status are still checked on every use; 0: off).
+   * http/auth/token-cache.ts.
+   */
+  tokenCacheMs: number;
   /** Duplicates of an event_id within this window are ignored (SPEC.md: 300 s). */
   dedupeWindowMs: number;
   /** How often the scheduler ticks, ms. */
@@ -337,6 +343,7 @@ export function loadConfig(env: Env = process.env): Config {
     },
     signatureSkewSeconds: int('LUDUS_SIGNATURE_SKEW_SECONDS', 300, 1, 86400),
     tenantCacheMs: int('LUDUS_TENANT_CACHE_MS', 1000, 0, 600000),
+    tokenCacheMs: int('LUDUS_TOKEN_CACHE_MS', 30000, 0, 600000),
     dedupeWindowMs: int('LUDUS_DEDUPE_WINDOW_SECONDS', 300, 1, 30 * 86400) * 1000,
     schedulerIntervalMs: int('LUDUS_SCHEDULER_INTERVAL_MS', 1000, 50, 3600000),
     live: {

@@ -112,6 +112,7 @@ export function buildServices(
     rootKey: keys.rootKey,
     signatureSkewSeconds: config.signatureSkewSeconds,
     tenantCacheMs: config.tenantCacheMs,
+    tokenCacheMs: config.tokenCacheMs,
     replay: rateLimiter,
   });
   const facts = new FactBus();

@@ -20,7 +20,15 @@
  * batch, and a rejected batch changes nothing.
  */
 import { OSTree } from './ostree';
-import type { RankedEntry, RankEntry, RankIndex, RankUpdate, Watermark } from './types';
+import {
+  centredOffset,
+  type RankedEntry,
+  type RankEntry,
+  type RankIndex,
+  type RankPage,
+  type RankUpdate,
+  type Watermark,
+} from './types';
 import {
   RankInputError,
   checkBoard,
@@ -68,6 +76,12 @@ class Board {
   }
 }
 
+function slice(b: Board, off: number, lim: number): RankedEntry[] {
+  return b.tree
+    .slice(off, lim)
+    .map((e, i) => ({ member: e.member, score: e.score, tiebreak: e.tiebreak, position: off + i }));
+}
+
 export class MemoryRankIndex implements RankIndex {
   readonly kind = 'memory' as const;
   private readonly boards = new Map<string, Board>();
@@ -108,15 +122,33 @@ export class MemoryRankIndex implements RankIndex {
     this.open();
     const b = this.boards.get(checkBoard(board));
     const [off, lim] = checkPage(offset, limit);
-    if (!b) return [];
-    return b.tree
-      .slice(off, lim)
-      .map((e, i) => ({ member: e.member, score: e.score, tiebreak: e.tiebreak, position: off + i }));
+    return b ? slice(b, off, lim) : [];
   }
 
   async count(board: string): Promise<number> {
     this.open();
     return this.boards.get(checkBoard(board))?.tree.size ?? 0;
+  }
+
+  async page(board: string, offset: number, limit: number): Promise<RankPage> {
+    this.open();
+    const b = this.boards.get(checkBoard(board));
+    const [off, lim] = checkPage(offset, limit);
+    return { entries: b ? slice(b, off, lim) : [], total: b?.tree.size ?? 0, offset: off };
+  }
+
+  async around(board: string, member: string, limit: number): Promise<RankPage & { me: RankedEntry | null }> {
+    this.open();
+    const b = this.boards.get(checkBoard(board));
+    const m = checkMember(member);
+    const [, lim] = checkPage(0, limit);
+    const e = b?.byMember.get(m);
+    if (!b) return { me: null, entries: [], total: 0, offset: 0 };
+    const me = e
+      ? { member: e.member, score: e.score, tiebreak: e.tiebreak, position: b.tree.rank(e) }
+      : null;
+    const offset = me ? centredOffset(me.position, lim, b.tree.size) : 0;
+    return { me, entries: slice(b, offset, lim), total: b.tree.size, offset };
   }
 
   async countAbove(board: string, score: number): Promise<number> {

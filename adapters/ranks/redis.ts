@@ -37,14 +37,16 @@
  * board updated by one partition and that partition's watermark on one slot (a hash tag per
  * (stream, partition)), which changes the key layout above.
  *
- * Connection: pass a URL (the index opens and closes its own ioredis client) or a client that
- * the caller owns and closes. The client must not use ioredis' own `keyPrefix` (use `prefix`).
+ * Connection: pass a URL (the index opens and closes its own ioredis client, with ioredis'
+ * auto-pipelining: the commands of concurrent callers issued in one event-loop turn leave in one
+ * write; each keeps its own reply or error, and order is kept) or a client that the caller owns
+ * and closes. The client must not use ioredis' own `keyPrefix` (use `prefix`).
  * ioredis resends unanswered commands after a reconnect; that is safe: apply() is guarded by the
  * watermark (a resent batch returns false), remove/dropBoard/load are idempotent.
  */
 import { createHash, randomBytes } from 'node:crypto';
 import Redis, { type RedisOptions } from 'ioredis';
-import type { RankedEntry, RankEntry, RankIndex, RankUpdate, Watermark } from './types';
+import type { RankedEntry, RankEntry, RankIndex, RankPage, RankUpdate, Watermark } from './types';
 import {
   RankInputError,
   checkBoard,
@@ -74,6 +76,7 @@ export interface RedisRankIndexOptions {
 
 const TB_WIDTH = 14;
 const TB_BIAS = 2n ** 53n;
+const TB_BIAS_NUMBER = 2 ** 53;
 
 /** The sortable member string: see the file comment. Exported for the contract tests. */
 export function encodeMember(tiebreak: number, member: string): string {
@@ -83,7 +86,14 @@ export function encodeMember(tiebreak: number, member: string): string {
 export function decodeMember(enc: string): { tiebreak: number; member: string } {
   if (enc.length <= TB_WIDTH || enc[TB_WIDTH] !== ':')
     throw new Error(`malformed rank member: ${JSON.stringify(enc)}`);
-  const tb = Number(BigInt('0x' + enc.slice(0, TB_WIDTH)) - TB_BIAS);
+  // Two 28-bit halves instead of a BigInt (pages decode a member per entry): hi * 2^28 and 2^53
+  // are multiples of 2^28 below 2^54, so their difference is exact, and adding lo stays within
+  // the safe range: the same value as BigInt(hex) - 2^53, bit for bit.
+  const hi = Number('0x' + enc.slice(0, 7));
+  const lo = Number('0x' + enc.slice(7, TB_WIDTH));
+  if (!Number.isInteger(hi) || !Number.isInteger(lo))
+    throw new Error(`malformed rank member: ${JSON.stringify(enc)}`);
+  const tb = hi * 268435456 - TB_BIAS_NUMBER + lo;
   return { tiebreak: tb === 0 ? 0 : tb, member: enc.slice(TB_WIDTH + 1) };
 }
 
@@ -189,6 +199,41 @@ const RANGE = new LuaScript(`
 return redis.call('ZRANGE', KEYS[1], ARGV[1], ARGV[2], 'WITHSCORES')
 `);
 
+/** KEYS = zset; ARGV = start, stop. {ZCARD, flat {encoded, stored score, ...}}: one state. */
+const PAGE = new LuaScript(`
+return {redis.call('ZCARD', KEYS[1]), redis.call('ZRANGE', KEYS[1], ARGV[1], ARGV[2], 'WITHSCORES')}
+`);
+
+/**
+ * KEYS = zset, hash; ARGV = member id, limit (>= 1). {ZCARD, offset, {encoded, rank, stored score}
+ * or {}, flat page}: the page centred on the member (RankIndex.around), the top when absent.
+ */
+const AROUND = new LuaScript(`
+local total = redis.call('ZCARD', KEYS[1])
+local lim = tonumber(ARGV[2])
+local enc = redis.call('HGET', KEYS[2], ARGV[1])
+local me = {}
+local off = 0
+if enc then
+  local rank = redis.call('ZRANK', KEYS[1], enc)
+  local score = redis.call('ZSCORE', KEYS[1], enc)
+  if not rank or not score then return redis.error_reply('rank index out of sync for a member') end
+  me = {enc, rank, score}
+  off = math.max(0, math.min(rank - math.floor(lim / 2), total - lim))
+end
+return {total, off, me, redis.call('ZRANGE', KEYS[1], off, off + lim - 1, 'WITHSCORES')}
+`);
+
+/** Entries from a flat ZRANGE ... WITHSCORES reply starting at position `off`. */
+function entriesOf(flat: string[], off: number): RankedEntry[] {
+  const out: RankedEntry[] = [];
+  for (let i = 0; i < flat.length; i += 2) {
+    const { tiebreak, member } = decodeMember(flat[i]!);
+    out.push({ member, score: readScore(flat[i + 1]!), tiebreak, position: off + i / 2 });
+  }
+  return out;
+}
+
 export class RedisRankIndex implements RankIndex {
   readonly kind = 'redis' as const;
   private readonly redis: Redis;
@@ -211,7 +256,9 @@ export class RedisRankIndex implements RankIndex {
     if (!Number.isSafeInteger(this.loadTtl) || this.loadTtl < 1)
       throw new Error('RedisRankIndex: loadTtlSeconds must be a positive integer');
     if (typeof opts.redis === 'string') {
-      this.redis = new Redis(opts.redis, opts.redisOptions ?? {});
+      // Auto-pipelining: the commands that concurrent requests issue in one event-loop turn leave
+      // in one write (one syscall instead of one each); each command keeps its own reply or error.
+      this.redis = new Redis(opts.redis, { enableAutoPipelining: true, ...opts.redisOptions });
       // Connection errors surface as rejected commands; without a listener ioredis prints them.
       this.redis.on('error', () => undefined);
       this.owned = true;
@@ -277,16 +324,49 @@ export class RedisRankIndex implements RankIndex {
       [this.zKey(b)],
       [String(off), String(off + lim - 1)],
     )) as string[];
-    const out: RankedEntry[] = [];
-    for (let i = 0; i < flat.length; i += 2) {
-      const { tiebreak, member } = decodeMember(flat[i]);
-      out.push({ member, score: readScore(flat[i + 1]), tiebreak, position: off + i / 2 });
-    }
-    return out;
+    return entriesOf(flat, off);
   }
 
   async count(board: string): Promise<number> {
     return this.redis.zcard(this.zKey(checkBoard(board)));
+  }
+
+  async page(board: string, offset: number, limit: number): Promise<RankPage> {
+    const b = checkBoard(board);
+    const [off, lim] = checkPage(offset, limit);
+    if (lim === 0) return { entries: [], total: await this.redis.zcard(this.zKey(b)), offset: off };
+    const [total, flat] = (await PAGE.run(
+      this.redis,
+      [this.zKey(b)],
+      [String(off), String(off + lim - 1)],
+    )) as [number, string[]];
+    return { entries: entriesOf(flat, off), total: Number(total), offset: off };
+  }
+
+  async around(board: string, member: string, limit: number): Promise<RankPage & { me: RankedEntry | null }> {
+    const b = checkBoard(board);
+    const m = checkMember(member);
+    const [, lim] = checkPage(0, limit);
+    if (lim === 0) {
+      const [me, total] = [await this.get(b, m), await this.count(b)];
+      return { me, entries: [], total, offset: 0 };
+    }
+    const [total, off, mine, flat] = (await AROUND.run(
+      this.redis,
+      [this.zKey(b), this.hKey(b)],
+      [m, String(lim)],
+    )) as [number, number, [string, number, string] | [], string[]];
+    const offset = Number(off);
+    const me =
+      mine.length === 3
+        ? {
+            member: m,
+            score: readScore(mine[2]),
+            tiebreak: decodeMember(mine[0]).tiebreak,
+            position: Number(mine[1]),
+          }
+        : null;
+    return { me, entries: entriesOf(flat, offset), total: Number(total), offset };
   }
 
   async countAbove(board: string, score: number): Promise<number> {

@@ -38,6 +38,19 @@ export interface RankedEntry extends RankEntry {
   position: number;
 }
 
+export interface RankPage {
+  entries: RankedEntry[];
+  /** Number of members of the board. */
+  total: number;
+  /** Position of the first entry (the offset asked for, or the centred one of `around`). */
+  offset: number;
+}
+
+/** The offset of a page of `limit` centred on position `position` of a board of `total` entries. */
+export function centredOffset(position: number, limit: number, total: number): number {
+  return Math.max(0, Math.min(position - Math.floor(limit / 2), total - limit));
+}
+
 export interface RankIndex {
   readonly kind: 'redis' | 'memory';
   /**
@@ -54,6 +67,17 @@ export interface RankIndex {
   range(board: string, offset: number, limit: number): Promise<RankedEntry[]>;
   /** Number of members of the board. */
   count(board: string): Promise<number>;
+  /**
+   * `range` and `count` read together (one round trip on Redis, one consistent state): the page
+   * at [offset, offset + limit) and the board's size.
+   */
+  page(board: string, offset: number, limit: number): Promise<RankPage>;
+  /**
+   * The page of `limit` entries centred on `member` (the lower middle for an even limit; a full
+   * page near the end; never before position 0), with the member's entry and the board's size,
+   * read together. When the member is absent: `me` is null and the page is the top (offset 0).
+   */
+  around(board: string, member: string, limit: number): Promise<RankPage & { me: RankedEntry | null }>;
   /** Number of members with a score strictly greater than `score` (shared ranks: this + 1). */
   countAbove(board: string, score: number): Promise<number>;
   /** Removes members from a board (no watermark: admin operations). */

@@ -70,8 +70,7 @@ export function leaderboardQueryRoutes(deps: LeaderboardQueryDeps): RouteSpec[] 
       response: 'leaderboard.page.view',
       handler: async ({ params, query: q, tenant }) => {
         const b = await board(tenant.id, params.leaderboard_id);
-        const w = await deps.queries.resolve(b, q.window_key);
-        return presentPage(b, await deps.queries.page(b, w, q.offset, q.limit));
+        return presentPage(b, await deps.queries.pageOf(b, q.window_key, q.offset, q.limit));
       },
     }),
     route({
@@ -82,8 +81,7 @@ export function leaderboardQueryRoutes(deps: LeaderboardQueryDeps): RouteSpec[] 
       response: 'leaderboard.around.view',
       handler: async ({ params, query: q, tenant }) => {
         const b = await board(tenant.id, params.leaderboard_id);
-        const w = await deps.queries.resolve(b, q.window_key);
-        const p = await deps.queries.around(b, w, params.user_id, q.limit);
+        const p = await deps.queries.aroundOf(b, q.window_key, params.user_id, q.limit);
         return { ...(await presentPage(b, p)), user_id: params.user_id, found: p.found };
       },
     }),

@@ -49,6 +49,11 @@ export interface ServiceOptions {
   /** Wait for /health of every gateway the roles serve. Default true. */
   waitHealthy?: boolean;
   startTimeoutMs?: number;
+  /**
+   * Another script and its arguments instead of `runtime/cli.ts serve --roles <roles>` (a
+   * baseline server such as bench/minimal-query.ts); only the query URL's /health is awaited.
+   */
+  script?: string[];
 }
 
 export interface Service {
@@ -85,7 +90,12 @@ export async function startService(o: ServiceOptions): Promise<Service> {
   const fd = openSync(o.logFile, 'a');
   const child = spawn(
     process.execPath,
-    ['--import', 'tsx', ...(o.nodeFlags ?? []), 'runtime/cli.ts', 'serve', '--roles', o.roles],
+    [
+      '--import',
+      'tsx',
+      ...(o.nodeFlags ?? []),
+      ...(o.script ?? ['runtime/cli.ts', 'serve', '--roles', o.roles]),
+    ],
     { cwd: ROOT, env, stdio: ['ignore', fd, fd] },
   );
   closeSync(fd);
@@ -104,10 +114,12 @@ export async function startService(o: ServiceOptions): Promise<Service> {
     query: `http://127.0.0.1:${ports.query}`,
   };
   const roles = o.roles.split(',');
-  const gateways = [
-    ...(roles.includes('ingest') || roles.includes('all') ? [url.ingest] : []),
-    ...(roles.includes('api') || roles.includes('all') ? [url.admin, url.query] : []),
-  ];
+  const gateways = o.script
+    ? [url.query]
+    : [
+        ...(roles.includes('ingest') || roles.includes('all') ? [url.ingest] : []),
+        ...(roles.includes('api') || roles.includes('all') ? [url.admin, url.query] : []),
+      ];
   const svc: Service = {
     label: o.label,
     pid: child.pid!,

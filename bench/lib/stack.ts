@@ -35,7 +35,8 @@ export function stackSettings(): StackSettings {
     pgUrl: need('LUDUS_DATABASE_URL'),
     kafkaBrokers: need('LUDUS_KAFKA_BROKERS'),
     registryUrl: need('LUDUS_SCHEMA_REGISTRY_URL'),
-    redisUrl: need('LUDUS_REDIS_URL'),
+    // A private Redis (same version) keeps other benchmarks' scripts off the measured one.
+    redisUrl: process.env.LUDUS_BENCH_REDIS_URL || need('LUDUS_REDIS_URL'),
     clickhouseUrl: need('LUDUS_CLICKHOUSE_URL'),
   };
 }

@@ -10,6 +10,12 @@
  * Embedded: the scores go into the PGlite store with one INSERT ... SELECT generate_series and the
  * service rebuilds its memory index from SQL at start, as it does after any restart.
  *
+ * Second baseline (issue 19), distributed: bench/minimal-query.ts, a minimal rank-lookup handler
+ * with the gateway's own libraries (Koa + @koa/router, jose, ioredis: verify the JWT, one ZRANK,
+ * answer JSON), in its own process, measured with wrk with the same token and user distribution,
+ * interleaved with the gateway's runs. Around-user and top pages are also shown against the
+ * gateway's rank lookups of the same run (issue 19: at least 60 %).
+ *
  * 10M users are not measured: see docs/performance.md (memory and time on a shared 2-core machine).
  */
 import { execFile } from 'node:child_process';
@@ -23,7 +29,7 @@ import type { Bench } from '../lib/context';
 import { userId } from '../lib/events';
 import { setUp } from '../lib/inproc';
 import { profiled } from '../lib/profiling';
-import { startService, type Service } from '../lib/service';
+import { procStat, startService, type Service } from '../lib/service';
 import { distributedEnv, settledUsedMemory } from '../lib/stack';
 import { figure, prng, progress, uniqueName, waitFor, type Figure } from '../lib/util';
 import { runWrk, type WrkResult } from '../lib/wrk';
@@ -98,7 +104,25 @@ async function redisBenchmark(b: Bench, args: string[], size: number): Promise<R
   };
 }
 
+/** A wrk run with the CPU time the measured process took during it (user + system, /proc). */
+type Measured = WrkResult & { cpuMs: number; cpuUsPerRequest: number };
+
 async function wrkQuery(
+  b: Bench,
+  svc: Service,
+  token: string,
+  kind: Kind,
+  size: number,
+  seconds: number,
+): Promise<Measured> {
+  const before = await procStat(svc.pid);
+  const r = await runWrkQuery(b, svc, token, kind, size, seconds);
+  const after = await procStat(svc.pid);
+  const cpuMs = before && after ? after.cpuMs - before.cpuMs : NaN;
+  return { ...r, cpuMs, cpuUsPerRequest: (cpuMs * 1000) / Math.max(1, r.requests) };
+}
+
+function runWrkQuery(
   b: Bench,
   svc: Service,
   token: string,
@@ -137,6 +161,7 @@ async function distributed(b: Bench, size: number): Promise<void> {
     .finally(() => sql.close());
   const redis = new Redis(b.stack.redisUrl);
   let svc: Service | null = null;
+  let minimal: Service | null = null;
   try {
     const ranks = new RedisRankIndex({ redis, prefix: `${d.redisPrefix}ranks:` });
     const rnd = prng(size);
@@ -175,8 +200,27 @@ async function distributed(b: Bench, size: number): Promise<void> {
     });
     const body = (await check.json()) as { found?: boolean };
     if (!body.found) throw new Error(`query: the loaded board is not visible: ${JSON.stringify(body)}`);
+    minimal = await startService({
+      label: 'minimal rank-lookup handler (Koa + jose + ioredis)',
+      roles: 'api',
+      script: ['bench/minimal-query.ts'],
+      env: {
+        MINIMAL_REDIS_URL: b.stack.redisUrl,
+        MINIMAL_ZSET: z,
+        MINIMAL_JWT_SECRET: secrets.get('bench')!.jwt_secret,
+        MINIMAL_TENANT: 'bench',
+      },
+      logFile: `${b.tmp}/query-minimal.log`,
+    });
+    const mcheck = await fetch(`${minimal.url.query}/v1/leaderboards/top/rank/${userId(size - 1)}`, {
+      headers: { authorization: `Bearer ${token}` },
+    });
+    const mbody = (await mcheck.json()) as { found?: boolean };
+    if (!mbody.found) throw new Error(`query: the minimal handler finds no entry: ${JSON.stringify(mbody)}`);
     await wrkQuery(b, svc, token, 'rank', size, 2);
-    const runs: Record<string, Array<{ ludus: WrkResult; redis: RedisBench }>> = {
+    await wrkQuery(b, minimal, token, 'rank', size, 2);
+    const minimalRuns: Measured[] = [];
+    const runs: Record<string, Array<{ ludus: Measured; redis: RedisBench }>> = {
       rank: [],
       around: [],
       top: [],
@@ -192,8 +236,15 @@ async function distributed(b: Bench, size: number): Promise<void> {
         );
       }
       zrevrank.push(await redisBenchmark(b, ['ZREVRANK', z, `${encodeMember(0, 'u')}__rand_int__`], size));
+      const mr = await wrkQuery(b, minimal, token, 'rank', size, p.query.durationS);
+      minimalRuns.push(mr);
+      progress(
+        `query ${label(size)} minimal handler run ${i + 1}/${p.runs}: ${Math.round(mr.rps)} req/s p50 ${mr.latencyMs.p50.toFixed(2)} ms p99 ${mr.latencyMs.p99.toFixed(2)} ms${mr.errors ? ` (${mr.errors} errors)` : ''}`,
+      );
     }
-    b.results.record(`query.distributed.${label(size)}`, { ...runs, zrevrank });
+    await minimal.stop();
+    minimal = null;
+    b.results.record(`query.distributed.${label(size)}`, { ...runs, zrevrank, minimal: minimalRuns });
     if (p.profile && size === Math.max(...p.query.sizes)) {
       await svc.stop();
       svc = null;
@@ -219,6 +270,9 @@ async function distributed(b: Bench, size: number): Promise<void> {
     for (const kind of Object.keys(KINDS) as Kind[]) {
       const rs = runs[kind]!;
       const value: Figure = figure(rs.map((r) => r.ludus.rps));
+      progress(
+        `query ${label(size)} ${kind}: CPU per request ${rs.map((r) => r.ludus.cpuUsPerRequest.toFixed(0)).join(', ')} µs`,
+      );
       const row = b.results.row({
         workload: `query ${kind === 'rank' ? 'rank lookup' : kind === 'around' ? 'around-user page (21)' : 'top page (100)'}, ${label(size)} board`,
         shape: 'distributed',
@@ -243,6 +297,59 @@ async function distributed(b: Bench, size: number): Promise<void> {
         ];
       }
     }
+    const rankRps = figure(runs.rank!.map((r) => r.ludus.rps));
+    const vsMinimal = b.results.row({
+      workload: `query rank lookup, ${label(size)} board, vs minimal handler`,
+      shape: 'distributed',
+      what: 'requests/s',
+      unit: 'req/s',
+      value: rankRps,
+      baseline: {
+        name: 'minimal handler (Koa + @koa/router, jose, one ZRANK with ioredis; bench/minimal-query.ts)',
+        value: figure(minimalRuns.map((r) => r.rps)),
+      },
+    });
+    if (size === 1_000_000)
+      vsMinimal.targets = [{ text: '≥80% of the minimal handler', met: (vsMinimal.ratio ?? 0) >= 0.8 }];
+    // The same comparison in CPU: requests per CPU-second of the serving process (user + system
+    // time from /proc over each wrk run), which the machine's other load disturbs far less than
+    // the request rate (both processes are CPU-bound; on an idle core the rates follow these).
+    const perCpuS = (rs: Measured[]) => figure(rs.map((r) => 1e6 / r.cpuUsPerRequest));
+    const rankPerCpu = perCpuS(runs.rank!.map((r) => r.ludus));
+    const cpuRow = b.results.row({
+      workload: `query rank lookup, ${label(size)} board, per CPU-second, vs minimal handler`,
+      shape: 'distributed',
+      what: 'requests per CPU-second of the serving process',
+      unit: 'req/CPU-s',
+      value: rankPerCpu,
+      baseline: { name: 'minimal handler', value: perCpuS(minimalRuns) },
+    });
+    if (size === 1_000_000)
+      cpuRow.targets = [{ text: '≥80% of the minimal handler', met: (cpuRow.ratio ?? 0) >= 0.8 }];
+    for (const kind of ['top', 'around'] as const) {
+      const r = b.results.row({
+        workload: `query ${kind === 'around' ? 'around-user page (21)' : 'top page (100)'}, ${label(size)} board, per CPU-second, vs rank lookup`,
+        shape: 'distributed',
+        what: 'requests per CPU-second of the serving process',
+        unit: 'req/CPU-s',
+        value: perCpuS(runs[kind]!.map((x) => x.ludus)),
+        baseline: { name: 'rank lookups through the gateway', value: rankPerCpu },
+      });
+      if (size === 1_000_000)
+        r.targets = [{ text: '≥60% of the rank lookup rate', met: (r.ratio ?? 0) >= 0.6 }];
+    }
+    for (const kind of ['top', 'around'] as const) {
+      const r = b.results.row({
+        workload: `query ${kind === 'around' ? 'around-user page (21)' : 'top page (100)'}, ${label(size)} board, vs rank lookup`,
+        shape: 'distributed',
+        what: 'requests/s',
+        unit: 'req/s',
+        value: figure(runs[kind]!.map((x) => x.ludus.rps)),
+        baseline: { name: 'rank lookups through the gateway', value: rankRps },
+      });
+      if (size === 1_000_000)
+        r.targets = [{ text: '≥60% of the rank lookup rate', met: (r.ratio ?? 0) >= 0.6 }];
+    }
     if (size === Math.max(...p.query.sizes)) {
       // The query role in two processes sharing the port (serve --processes 2), against the one
       // process measured above in the same run.
@@ -254,7 +361,7 @@ async function distributed(b: Bench, size: number): Promise<void> {
         logFile: `${b.tmp}/query-distributed-2p.log`,
       });
       await wrkQuery(b, svc, token, 'rank', size, 2);
-      const two: WrkResult[] = [];
+      const two: Measured[] = [];
       for (let i = 0; i < p.runs; i++) {
         const r = await wrkQuery(b, svc, token, 'rank', size, p.query.durationS);
         two.push(r);
@@ -277,6 +384,7 @@ async function distributed(b: Bench, size: number): Promise<void> {
     }
   } finally {
     await svc?.stop();
+    await minimal?.stop();
     redis.disconnect();
     await b.cleanup.drop(d);
   }

@@ -113,4 +113,33 @@ describe('LeaderboardCache', () => {
     state.board = boardRow('two');
     expect((await cache.board(q, 't', 'lb'))?.name).toBe('two');
   });
+
+  test('concurrent misses of one entry share one read; a forget drops the read in flight', async () => {
+    const clock = new ManualClock(1000);
+    const cache = new LeaderboardCache({ clock, ttlMs: 500 });
+    const { q, state } = fakeSql();
+    state.board = boardRow('one');
+    state.window = windowRow('open');
+    const boards = await Promise.all(Array.from({ length: 20 }, () => cache.board(q, 't', 'lb')));
+    const windows = await Promise.all(Array.from({ length: 20 }, () => cache.window(q, key)));
+    expect(boards.every((b) => b?.name === 'one')).toBe(true);
+    expect(windows.every((w) => w?.status === 'open')).toBe(true);
+    expect(state.reads).toBe(2);
+
+    // Expired: again one read for many callers, and the new value for all of them.
+    clock.advance(500);
+    state.board = boardRow('two');
+    const again = await Promise.all(Array.from({ length: 10 }, () => cache.board(q, 't', 'lb')));
+    expect(again.map((b) => b?.name)).toEqual(Array(10).fill('two'));
+    expect(state.reads).toBe(3);
+
+    // A forget while a read is in flight: that read's value is not remembered, the next call reads.
+    clock.advance(500);
+    const inFlight = cache.board(q, 't', 'lb');
+    cache.forgetBoard('t', 'lb');
+    state.board = boardRow('three');
+    expect((await inFlight)?.name).toBe('two');
+    expect((await cache.board(q, 't', 'lb'))?.name).toBe('three');
+    expect(state.reads).toBe(5);
+  });
 });

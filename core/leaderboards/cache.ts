@@ -25,6 +25,12 @@ interface Cached<V> {
 export class LeaderboardCache {
   private readonly boards = new Map<string, Cached<Leaderboard>>();
   private readonly windows = new Map<string, Cached<WindowRow>>();
+  /**
+   * Reads in flight, one per entry: concurrent misses of one entry (every request in flight when
+   * its TTL runs out) share one SQL read instead of each issuing its own. A forget drops the
+   * read in flight too, and a read whose entry was forgotten meanwhile is not remembered.
+   */
+  private readonly reading = new Map<string, Promise<unknown>>();
 
   constructor(private readonly opts: { clock: Clock; ttlMs: number }) {}
 
@@ -33,10 +39,7 @@ export class LeaderboardCache {
     const key = boardId(tenantId, id);
     const hit = this.boards.get(key);
     if (hit && this.fresh(hit)) return hit.value;
-    const b = await getBoard(q, tenantId, id);
-    if (b) remember(this.boards, key, { at: this.opts.clock.now(), value: b });
-    else this.boards.delete(key);
-    return b;
+    return this.read(`b\u0000${key}`, this.boards, key, () => getBoard(q, tenantId, id));
   }
 
   /** A window's row: closed rows until evicted, open rows for ttlMs; null (not cached) when there is none. */
@@ -44,20 +47,43 @@ export class LeaderboardCache {
     const key = windowId(k);
     const hit = this.windows.get(key);
     if (hit && (hit.value.status === 'closed' || this.fresh(hit))) return hit.value;
-    const w = await getWindow(q, k);
-    if (w) remember(this.windows, key, { at: this.opts.clock.now(), value: w });
-    else this.windows.delete(key);
-    return w;
+    return this.read(`w\u0000${key}`, this.windows, key, () => getWindow(q, k));
+  }
+
+  /** One SQL read per entry at a time; the value is remembered (or a miss forgotten) as it lands. */
+  private read<V>(
+    flight: string,
+    map: Map<string, Cached<V>>,
+    key: string,
+    load: () => Promise<V | null>,
+  ): Promise<V | null> {
+    const running = this.reading.get(flight) as Promise<V | null> | undefined;
+    if (running) return running;
+    const p: Promise<V | null> = load()
+      .then((v) => {
+        if (this.reading.get(flight) === p) {
+          if (v) remember(map, key, { at: this.opts.clock.now(), value: v });
+          else map.delete(key);
+        }
+        return v;
+      })
+      .finally(() => {
+        if (this.reading.get(flight) === p) this.reading.delete(flight);
+      });
+    this.reading.set(flight, p);
+    return p;
   }
 
   /** Forget a board definition (after an update in this process). */
   forgetBoard(tenantId: string, id: string): void {
     this.boards.delete(boardId(tenantId, id));
+    this.reading.delete(`b\u0000${boardId(tenantId, id)}`);
   }
 
   /** Forget a window's row (after a close in this process). */
   forgetWindow(k: WindowKey): void {
     this.windows.delete(windowId(k));
+    this.reading.delete(`w\u0000${windowId(k)}`);
   }
 
   /** Younger than ttlMs; an entry from the future (a clock set back) is not trusted. */

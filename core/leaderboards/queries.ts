@@ -3,7 +3,7 @@
  * around-user pages, rank and score lookups. Open windows are read from the rank index; closed
  * windows from the SQL scores, which no longer change.
  */
-import type { RankIndex } from '../../adapters/ranks/types';
+import { centredOffset, type RankedEntry, type RankIndex } from '../../adapters/ranks/types';
 import type { Queryable } from '../../adapters/sql/types';
 import type { Clock } from '../clock';
 import { windowAt, windowByKey } from '../windows';
@@ -52,6 +52,8 @@ export interface Located {
 
 export class WindowNotFound extends Error {}
 
+const toRows = (es: RankedEntry[]) => es.map((e) => ({ user_id: e.member, score: e.score }));
+
 export class LeaderboardQueries {
   private readonly cache: LeaderboardCache;
 
@@ -85,24 +87,83 @@ export class LeaderboardQueries {
     return w;
   }
 
-  async page(board: Leaderboard, w: ResolvedWindow, offset: number, limit: number): Promise<Page> {
-    const policy = rankPolicy(board.config);
-    let rows: Array<{ user_id: string; score: number }>;
-    let total: number;
-    if (w.source === 'live') {
-      const b = boardKey(w.key);
-      [rows, total] = await Promise.all([
-        this.deps.ranks
-          .range(b, offset, limit)
-          .then((es) => es.map((e) => ({ user_id: e.member, score: e.score }))),
-        this.deps.ranks.count(b),
-      ]);
-    } else {
-      [rows, total] = await Promise.all([
-        standings(this.deps.sql, w.key, offset, limit),
-        countEntries(this.deps.sql, w.key),
-      ]);
+  /**
+   * The current window when it is not closed (per the cache): the candidate of an omitted key,
+   * which `resolve` takes when it has data.
+   */
+  private async liveCandidate(board: Leaderboard): Promise<ResolvedWindow | null> {
+    const key = {
+      tenant_id: board.tenant_id,
+      leaderboard_id: board.leaderboard_id,
+      window_key: windowAt(board.config.timeframe, this.deps.clock.now()).key,
+    };
+    const row = await this.cache.window(this.deps.sql, key);
+    return row?.status === 'closed' ? null : { key, source: 'live', row };
+  }
+
+  /**
+   * `page(resolve(windowKey))`: with an omitted key and a live window with data, the page and the
+   * board's size come from one rank-index call (the data check of `resolve` is the page's total).
+   */
+  async pageOf(
+    board: Leaderboard,
+    windowKey: string | undefined,
+    offset: number,
+    limit: number,
+  ): Promise<Page> {
+    if (windowKey === undefined || windowKey === '') {
+      const live = await this.liveCandidate(board);
+      if (live) {
+        const r = await this.deps.ranks.page(boardKey(live.key), offset, limit);
+        if (r.total > 0) return this.ranked(board, live, toRows(r.entries), r.total, offset, limit);
+      }
     }
+    return this.page(board, await this.resolve(board, windowKey), offset, limit);
+  }
+
+  /** `around(resolve(windowKey), userId)`, the live case in one rank-index call as in `pageOf`. */
+  async aroundOf(
+    board: Leaderboard,
+    windowKey: string | undefined,
+    userId: string,
+    limit: number,
+  ): Promise<Page & { found: boolean }> {
+    if (windowKey === undefined || windowKey === '') {
+      const live = await this.liveCandidate(board);
+      if (live) {
+        const r = await this.deps.ranks.around(boardKey(live.key), userId, limit);
+        if (r.total > 0)
+          return {
+            ...(await this.ranked(board, live, toRows(r.entries), r.total, r.offset, limit)),
+            found: r.me !== null,
+          };
+      }
+    }
+    return this.around(board, await this.resolve(board, windowKey), userId, limit);
+  }
+
+  async page(board: Leaderboard, w: ResolvedWindow, offset: number, limit: number): Promise<Page> {
+    if (w.source === 'live') {
+      const r = await this.deps.ranks.page(boardKey(w.key), offset, limit);
+      return this.ranked(board, w, toRows(r.entries), r.total, offset, limit);
+    }
+    const [rows, total] = await Promise.all([
+      standings(this.deps.sql, w.key, offset, limit),
+      countEntries(this.deps.sql, w.key),
+    ]);
+    return this.ranked(board, w, rows, total, offset, limit);
+  }
+
+  /** Ranks of a page's rows under the board's rank policy. */
+  private async ranked(
+    board: Leaderboard,
+    w: ResolvedWindow,
+    rows: Array<{ user_id: string; score: number }>,
+    total: number,
+    offset: number,
+    limit: number,
+  ): Promise<Page> {
+    const policy = rankPolicy(board.config);
     const above =
       rows.length && policy !== 'unique'
         ? await this.above(board, w, rows[0]!.score)
@@ -151,16 +212,17 @@ export class LeaderboardQueries {
     userId: string,
     limit: number,
   ): Promise<Page & { found: boolean }> {
+    if (w.source === 'live') {
+      const r = await this.deps.ranks.around(boardKey(w.key), userId, limit);
+      return {
+        ...(await this.ranked(board, w, toRows(r.entries), r.total, r.offset, limit)),
+        found: r.me !== null,
+      };
+    }
     const me = await this.locate(w, userId);
     let offset = 0;
-    if (me) {
-      const total =
-        w.source === 'live'
-          ? await this.deps.ranks.count(boardKey(w.key))
-          : await countEntries(this.deps.sql, w.key);
-      // The user in the middle (the lower middle for an even limit); a full page near the end.
-      offset = Math.max(0, Math.min(me.position - Math.floor(limit / 2), total - limit));
-    }
+    // The user in the middle (the lower middle for an even limit); a full page near the end.
+    if (me) offset = centredOffset(me.position, limit, await countEntries(this.deps.sql, w.key));
     return { ...(await this.page(board, w, offset, limit)), found: me !== null };
   }
 

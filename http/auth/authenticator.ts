@@ -11,6 +11,7 @@ import { safeEqual } from '../../core/tenancy/secrets';
 import type { ApiKey, Tenant, TenantSecrets, TenantStore } from '../../core/tenancy/store';
 import { ApiError, errors } from '../errors';
 import { FailureGate } from './failures';
+import { VerifiedTokenCache } from './token-cache';
 
 export type Principal =
   | { kind: 'root' }
@@ -58,38 +59,71 @@ export interface AuthenticatorOptions {
   rootKey: string | null;
   signatureSkewSeconds: number;
   tenantCacheMs: number;
+  /**
+   * How long a verified HS256 token is remembered (bounded by its exp; 0: verify every time).
+   * See ./token-cache.ts. Default 0.
+   */
+  tokenCacheMs?: number;
   /** Where seen signatures are remembered until they leave the skew window. */
   replay: ReplayGuard;
 }
 
 export class Authenticator {
   private readonly cache = new Map<string, { at: number; value: TenantSecrets | null }>();
+  /** Tenant reads in flight (see `tenant`). */
+  private readonly reading = new Map<string, Promise<TenantSecrets | null>>();
   /** Identity-provider lookups by (issuer, organisation values), negative answers included. */
   private readonly idpCache = new Map<string, { at: number; value: Tenant | null }>();
   /** One key set per JWKS URL: jose caches its keys and refetches at most every 30 s. */
   private readonly jwks = new Map<string, ReturnType<typeof createRemoteJWKSet>>();
   /** Addresses whose failed-authentication budget is spent (http/route.ts). */
   readonly failures = new FailureGate();
+  /** Verified tenant and end-user HS256 tokens (./token-cache.ts). */
+  private readonly tokens: VerifiedTokenCache<Principal>;
 
-  constructor(private readonly opts: AuthenticatorOptions) {}
+  constructor(private readonly opts: AuthenticatorOptions) {
+    this.tokens = new VerifiedTokenCache<Principal>({ ttlMs: opts.tokenCacheMs ?? 0, maxEntries: MAX_CACHE });
+  }
 
   /** Forget cached credentials of a tenant (after an update in this process). */
   invalidate(tenantId?: string): void {
-    if (tenantId === undefined) this.cache.clear();
-    else this.cache.delete(tenantId);
+    if (tenantId === undefined) {
+      this.cache.clear();
+      this.reading.clear();
+    } else {
+      this.cache.delete(tenantId);
+      this.reading.delete(tenantId);
+    }
+    this.tokens.invalidate(tenantId);
     // Identity-provider answers are keyed by issuer, not tenant: any tenant change drops them all.
     this.idpCache.clear();
   }
 
-  /** A tenant with its secrets, cached for tenantCacheMs. */
+  /**
+   * A tenant with its secrets, cached for tenantCacheMs. Concurrent misses of one tenant (every
+   * request in flight when the entry runs out) share one store read; `invalidate` drops the read
+   * in flight, and a read whose tenant was invalidated meanwhile is not remembered.
+   */
   async tenant(id: string): Promise<TenantSecrets | null> {
     const now = this.opts.clock.now();
     const hit = this.cache.get(id);
     if (hit && now - hit.at < this.opts.tenantCacheMs) return hit.value;
-    const value = await this.opts.tenants.getTenantSecrets(id);
-    if (this.cache.size > 10000) this.cache.clear();
-    this.cache.set(id, { at: now, value });
-    return value;
+    const running = this.reading.get(id);
+    if (running) return running;
+    const p = this.opts.tenants
+      .getTenantSecrets(id)
+      .then((value) => {
+        if (this.reading.get(id) === p) {
+          if (this.cache.size > 10000) this.cache.clear();
+          this.cache.set(id, { at: now, value });
+        }
+        return value;
+      })
+      .finally(() => {
+        if (this.reading.get(id) === p) this.reading.delete(id);
+      });
+    this.reading.set(id, p);
+    return p;
   }
 
   // ---- admin gateway -------------------------------------------------------------------
@@ -127,6 +161,19 @@ export class Authenticator {
     const token = bearer(authorization);
     if (!token) throw errors.unauthorized('Missing credential: send Authorization: Bearer <JWT>');
     if (token.length > MAX_TOKEN || !JWT_SHAPE.test(token)) throw errors.unauthorized('Malformed token');
+    const hit = this.tokens.get(token, this.opts.clock.now());
+    if (hit) {
+      // The tenant as it is now (through the tenant cache): the token stays accepted only while
+      // its secret is the one it was verified with and the tenant is active, as without the cache.
+      const t = await this.tenant(hit.tenantId);
+      if (t && (t === hit.secrets || safeEqual(t.jwtSecret, hit.secrets.jwtSecret))) {
+        // The same secret, read again: compare with this object from now on.
+        hit.secrets = t;
+        if (t.tenant.status !== 'active') throw errors.forbidden('Tenant is suspended');
+        return { principal: hit.principal, tenant: t.tenant };
+      }
+      this.tokens.invalidate(hit.tenantId);
+    }
     let alg: string | undefined;
     try {
       alg = decodeProtectedHeader(token).alg;
@@ -144,13 +191,17 @@ export class Authenticator {
     if (typeof tenantId !== 'string' || tenantId === '') throw errors.unauthorized('Token names no tenant');
     const t = await this.tenant(tenantId);
     if (!t) throw errors.unauthorized('Invalid token');
+    const verifiedAt = this.opts.clock.now();
     await verifyHs256(token, t.jwtSecret, this.opts.clock);
     if (t.tenant.status !== 'active') throw errors.forbidden('Tenant is suspended');
-    if (claims.sub_type === 'tenant')
-      return { principal: { kind: 'tenant', tenantId, via: 'jwt' }, tenant: t.tenant };
-    if (typeof claims.sub !== 'string' || claims.sub === '')
+    let principal: Principal;
+    if (claims.sub_type === 'tenant') principal = { kind: 'tenant', tenantId, via: 'jwt' };
+    else if (typeof claims.sub !== 'string' || claims.sub === '')
       throw errors.unauthorized('End-user token must carry sub, the user id');
-    return { principal: { kind: 'user', tenantId, userId: claims.sub, via: 'jwt' }, tenant: t.tenant };
+    else principal = { kind: 'user', tenantId, userId: claims.sub, via: 'jwt' };
+    // The claims are the verified token's (same bytes); exp bounds the entry.
+    this.tokens.set(token, { principal, tenantId, secrets: t, exp: claims.exp }, verifiedAt);
+    return { principal, tenant: t.tenant };
   }
 
   /** A token from the tenant's identity provider: the issuer and organisation claim name the tenant. */

@@ -175,6 +175,100 @@ describe.each(adapters)('RankIndex contract [%s]', (name, make) => {
     await expect(idx.range(b, 0.5, 5)).rejects.toThrow(/offset/);
   });
 
+  it('reads a page with the board size, and the page centred on a member, as range, count and get do', async () => {
+    const b = board();
+    await idx.apply(
+      Array.from({ length: 25 }, (_, i) => up(b, `u${String(i).padStart(2, '0')}`, 100 - i)),
+      { stream: stream(), partition: 0, nextOffset: 1 },
+    );
+    const members = (es: Array<{ member: string; position: number }>) =>
+      es.map((e) => `${e.position}:${e.member}`);
+    for (const [offset, limit] of [
+      [0, 10],
+      [20, 10],
+      [25, 3],
+      [7, 0],
+    ] as const) {
+      const p = await idx.page(b, offset, limit);
+      expect(p.total).toBe(25);
+      expect(p.offset).toBe(offset);
+      expect(members(p.entries)).toEqual(members(await idx.range(b, offset, limit)));
+    }
+    // Centred: the member in the middle (the lower middle for an even limit), a full page near
+    // either end, the top when the member is absent; offsets written out by hand.
+    for (const [member, limit, offset] of [
+      ['u12', 5, 10],
+      ['u12', 4, 10],
+      ['u00', 5, 0],
+      ['u01', 5, 0],
+      ['u24', 5, 20],
+      ['u23', 21, 4],
+      ['u10', 30, 0],
+      ['nobody', 5, 0],
+    ] as const) {
+      const p = await idx.around(b, member, limit);
+      expect([member, p.offset]).toEqual([member, offset]);
+      expect(p.total).toBe(25);
+      expect(p.me).toEqual(await idx.get(b, member));
+      expect(members(p.entries)).toEqual(members(await idx.range(b, offset, limit)));
+    }
+    const u12 = await idx.around(b, 'u12', 5);
+    expect(u12.me).toEqual({ member: 'u12', score: 88, tiebreak: 0, position: 12 });
+    expect(u12.entries.map((e) => e.score)).toEqual([90, 89, 88, 87, 86]);
+    expect(await idx.page('t1:no-such-board', 0, 10)).toEqual({ entries: [], total: 0, offset: 0 });
+    expect(await idx.around('t1:no-such-board', 'u01', 10)).toEqual({
+      me: null,
+      entries: [],
+      total: 0,
+      offset: 0,
+    });
+    await expect(idx.page(b, -1, 5)).rejects.toThrow(/offset/);
+    await expect(idx.around(b, 'u01', -5)).rejects.toThrow(/limit/);
+    await expect(idx.around(b, '', 5)).rejects.toThrow();
+  });
+
+  it('answers many reads issued in the same turn each with its own result (Redis: auto-pipelined)', async () => {
+    const boards = Array.from({ length: 5 }, () => board());
+    for (const [k, b] of boards.entries())
+      await idx.apply(
+        Array.from({ length: 10 }, (_, i) => up(b, `m${i}`, (k + 1) * 100 - i)),
+        { stream: stream(), partition: 0, nextOffset: 1 },
+      );
+    // All issued before any answer arrives; one of them fails validation, the others must not.
+    const gets = boards.flatMap((b) => Array.from({ length: 10 }, (_, i) => idx.get(b, `m${i}`)));
+    const pages = boards.map((b) => idx.page(b, 2, 3));
+    const arounds = boards.map((b, k) => idx.around(b, `m${k}`, 3));
+    const bad = idx.range(boards[0]!, -1, 3).then(
+      () => 'answered',
+      (err: Error) => err.message,
+    );
+    const counts = boards.map((b) => idx.count(b));
+    const [g, p, a, c] = await Promise.all([
+      Promise.all(gets),
+      Promise.all(pages),
+      Promise.all(arounds),
+      Promise.all(counts),
+    ]);
+    expect(await bad).toMatch(/offset/);
+    for (const [k] of boards.entries()) {
+      for (let i = 0; i < 10; i++)
+        expect(g[k * 10 + i]).toEqual({
+          member: `m${i}`,
+          score: (k + 1) * 100 - i,
+          tiebreak: 0,
+          position: i,
+        });
+      expect(p[k]!.entries.map((e) => e.score)).toEqual([
+        (k + 1) * 100 - 2,
+        (k + 1) * 100 - 3,
+        (k + 1) * 100 - 4,
+      ]);
+      expect(a[k]!.me?.position).toBe(k);
+      expect(a[k]!.offset).toBe(Math.max(0, k - 1));
+      expect(c[k]).toBe(10);
+    }
+  });
+
   it('upserts: a new score or tiebreak moves the member, count stays', async () => {
     const b = board();
     const s = stream();
