@@ -74,6 +74,8 @@ export interface Config {
   dedupeWindowMs: number;
   /** How often the scheduler ticks, ms. */
   schedulerIntervalMs: number;
+  /** Users per chunk of an achievement backfill (one transaction each; docs/achievements.md "Backfill"). */
+  achievementBackfillChunkUsers: number;
   /** Live leaderboard WebSockets (docs/leaderboards.md "Live updates"). */
   live: {
     /** How often a watched page is re-read (once per distinct page, shared by its sockets), ms. */
@@ -346,6 +348,7 @@ export function loadConfig(env: Env = process.env): Config {
     tokenCacheMs: int('LUDUS_TOKEN_CACHE_MS', 30000, 0, 600000),
     dedupeWindowMs: int('LUDUS_DEDUPE_WINDOW_SECONDS', 300, 1, 30 * 86400) * 1000,
     schedulerIntervalMs: int('LUDUS_SCHEDULER_INTERVAL_MS', 1000, 50, 3600000),
+    achievementBackfillChunkUsers: int('LUDUS_ACHIEVEMENT_BACKFILL_CHUNK_USERS', 500, 1, 100000),
     live: {
       throttleMs: int('LUDUS_LIVE_THROTTLE_MS', 1000, 50, 60000),
       pingMs: int('LUDUS_LIVE_PING_MS', 30000, 100, 600000),

@@ -136,6 +136,7 @@ export function buildServices(
       pipelineGroup: PIPELINE_GROUP,
       sinkGroup: ANALYTICS_GROUP,
     },
+    chunkUsers: config.achievementBackfillChunkUsers,
   });
   return {
     tenants,
