@@ -6,8 +6,8 @@
  * processors and the analytics sink: the events land in SQL and in ClickHouse; the app does not
  * run the scheduler role). An achievement with a reward is created with a dry run, then its real
  * backfill is started; the scheduler role runs as a child process (the real command line, chunks of
- * 150 users: more than ten chunks), which is SIGKILLed while a chunk's transaction is open after at
- * least one chunk committed. A new scheduler process finishes the job. Afterwards: the job is done
+ * 150 users: more than ten chunks), which is SIGKILLed while a chunk's transaction is open and has
+ * written progress (not yet committed), after at least one chunk committed. A new scheduler process finishes the job. Afterwards: the job is done
  * and its users were counted once; every user's progress and completion equals the reference model
  * (tests/support/achievements-reference.ts); each completion once, with one reward ledger row and
  * one `achievement.completed` webhook; the dry run's count equals the real run's completions; no
@@ -212,16 +212,25 @@ describe('achievement backfill survives its scheduler killed mid-chunk [distribu
           [t.id, id],
         )
       ).rows[0]!;
+    const progressWriters = async () =>
+      (
+        await sql.query<{ n: number }>(
+          `SELECT count(*)::int AS n FROM pg_stat_activity a JOIN pg_locks l ON l.pid = a.pid
+           WHERE a.application_name = $1 AND a.backend_xid IS NOT NULL AND l.locktype = 'relation'
+             AND l.relation = to_regclass('achievement_progress') AND l.mode = 'RowExclusiveLock' AND l.granted`,
+          [APP_NAME],
+        )
+      ).rows[0]!.n;
     const first = scheduler();
     const how = await waitFor(
       async () => {
         const j = await job();
         if (j.state === 'done' || j.state === 'failed') return `after the job ended (${j.state})`;
         if (j.state !== 'running' || j.users_done === 0) return null;
-        // A chunk's transaction under way: it has written, and its statement is on the backfill's tables.
-        return (await sessionCount(sql, APP_NAME, { writing: true, queryLike: '%achievement%' })) > 0
-          ? 'mid-chunk'
-          : null;
+        // A chunk's transaction under way that has written progress (it holds its row-exclusive lock
+        // on achievement_progress until it ends) but not committed (nor moved its cursor).
+        if ((await sessionCount(sql, APP_NAME, { writing: true })) === 0) return null;
+        return (await progressWriters()) > 0 ? 'mid-chunk' : null;
       },
       {
         what: 'a backfill chunk in progress after a committed one',
