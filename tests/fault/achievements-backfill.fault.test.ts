@@ -3,15 +3,15 @@
  * "a backfill job killed halfway and restarted completes with the same result").
  *
  * A history of 6,000 events of 2,000 users is ingested through the in-process app (ingest, API,
- * processors and the analytics sink: the events land in SQL and in ClickHouse; the app does not
- * run the scheduler role). An achievement with a reward is created with a dry run, then its real
+ * processors and the analytics sink: the events land in SQL and in ClickHouse; the app does not run
+ * the scheduler role). An achievement with a reward is created with a dry run, then its real
  * backfill is started; the scheduler role runs as a child process (the real command line, chunks of
  * 150 users: more than ten chunks), which is SIGKILLed while a chunk's transaction is open and has
- * written progress (not yet committed), after at least one chunk committed. A new scheduler process finishes the job. Afterwards: the job is done
- * and its users were counted once; every user's progress and completion equals the reference model
- * (tests/support/achievements-reference.ts); each completion once, with one reward ledger row and
- * one `achievement.completed` webhook; the dry run's count equals the real run's completions; no
- * claim or deferred day is left.
+ * written progress (not yet committed), after at least one chunk committed. A new scheduler process
+ * finishes the job. Afterwards: the job is done and its users were counted once; every user's
+ * progress and completion equals the reference model (tests/support/achievements-reference.ts);
+ * each completion once, with one reward ledger row and one `achievement.completed` webhook; the dry
+ * run's count equals the real run's completions; no claim or deferred day is left.
  */
 import { ANALYTICS_GROUP } from '../../processors/analytics-sink/sink';
 import { PIPELINE_GROUP } from '../../processors/pipeline/pipeline';
