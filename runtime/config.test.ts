@@ -82,6 +82,11 @@ describe('loadConfig', () => {
     ],
     ['non-numeric port', { LUDUS_QUERY_PORT: '80a' }, /^LUDUS_QUERY_PORT: must be an integer/],
     [
+      'zero backfill chunk',
+      { LUDUS_ACHIEVEMENT_BACKFILL_CHUNK_USERS: '0' },
+      /^LUDUS_ACHIEVEMENT_BACKFILL_CHUNK_USERS: must be an integer from 1 to 100000/,
+    ],
+    [
       'missing secret key',
       { ...distributed, LUDUS_SECRET_KEY: '' },
       /^LUDUS_SECRET_KEY: is required in the distributed shape/,
