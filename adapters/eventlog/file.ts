@@ -50,7 +50,7 @@ import {
   type BackoffOptions,
   type EventLogLogger,
 } from './common';
-import { LocalGroup, LocalMember, type PartitionSource } from './groups';
+import { LocalGroups, type PartitionSource } from './groups';
 
 /** A record as the SQL log (002_event_log) held it, for the one-time import of an older data directory. */
 export interface ImportedRecord {
@@ -209,8 +209,7 @@ export class FileEventLog implements EventLog {
   /** Emits the physical topic name after every durable append. */
   private readonly appended = new EventEmitter();
   private readonly topics = new Map<string, Promise<TopicFiles>>();
-  private readonly groups = new Map<string, LocalGroup>();
-  private readonly members = new Set<LocalMember<unknown>>();
+  private readonly consumers: LocalGroups;
   private queue: PendingAppend[] = [];
   private flushing: Promise<void> | undefined;
   /** Set when a failed group could not be cut back off the files: no further appends. */
@@ -227,6 +226,12 @@ export class FileEventLog implements EventLog {
     this.prefix = opts.topicPrefix ?? '';
     this.log = opts.log ?? defaultLogger;
     this.appended.setMaxListeners(0);
+    this.consumers = new LocalGroups({
+      notifier: this.appended,
+      pollIntervalMs: opts.pollIntervalMs ?? 200,
+      backoff: opts.retryBackoff ?? {},
+      log: this.log,
+    });
   }
 
   physicalName(topic: Topic<unknown>): string {
@@ -289,28 +294,7 @@ export class FileEventLog implements EventLog {
     if (!opts.group) throw new Error('consume: a consumer group is required');
     const name = this.physicalName(topic);
     const files = await this.topicFiles(name);
-    const groupKey = `${name}\u0000${opts.group}`;
-    let group = this.groups.get(groupKey);
-    if (!group) {
-      group = new LocalGroup(topic.partitions, this.log, `${name}/${opts.group}`);
-      this.groups.set(groupKey, group);
-    }
-    const member = new LocalMember<T>({
-      source: this.source(topic, files),
-      topic,
-      physicalName: name,
-      group,
-      opts,
-      handlers,
-      notifier: this.appended,
-      pollIntervalMs: this.opts.pollIntervalMs ?? 200,
-      backoff: this.opts.retryBackoff ?? {},
-      log: this.log,
-      onStopped: (m) => this.members.delete(m as LocalMember<unknown>),
-    });
-    this.members.add(member as LocalMember<unknown>);
-    await group.join(member as LocalMember<unknown>);
-    return member;
+    return this.consumers.join(name, topic, opts, handlers, this.source(topic, files));
   }
 
   async endOffsets(topic: Topic<unknown>): Promise<Map<number, number>> {
@@ -327,7 +311,7 @@ export class FileEventLog implements EventLog {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    await Promise.all([...this.members].map((m) => m.stop()));
+    await this.consumers.stopAll();
     while (this.flushing) await this.flushing;
     this.appended.removeAllListeners();
     for (const t of this.topics.values()) {

@@ -299,3 +299,58 @@ export class LocalMember<T> implements Consumer {
     }
   }
 }
+
+/**
+ * The consumer groups of one log instance: a group per (topic, group name), and the members that
+ * run in this instance (so that closing the log stops them). Both in-process logs join through it.
+ */
+export class LocalGroups {
+  private readonly groups = new Map<string, LocalGroup>();
+  private readonly members = new Set<LocalMember<unknown>>();
+
+  constructor(
+    private readonly d: {
+      notifier: EventEmitter;
+      pollIntervalMs: number;
+      backoff: BackoffOptions;
+      log: EventLogLogger;
+    },
+  ) {}
+
+  /** A new member of `opts.group` on the topic (stored as `physicalName`), reading from `source`. */
+  async join<T>(
+    physicalName: string,
+    topic: Topic<T>,
+    opts: ConsumerOptions,
+    handlers: ConsumerHandlers<T>,
+    source: PartitionSource<T>,
+  ): Promise<Consumer> {
+    const groupKey = `${physicalName}\u0000${opts.group}`;
+    let group = this.groups.get(groupKey);
+    if (!group) {
+      group = new LocalGroup(topic.partitions, this.d.log, `${physicalName}/${opts.group}`);
+      this.groups.set(groupKey, group);
+    }
+    const member = new LocalMember<T>({
+      source,
+      topic,
+      physicalName,
+      group,
+      opts,
+      handlers,
+      notifier: this.d.notifier,
+      pollIntervalMs: this.d.pollIntervalMs,
+      backoff: this.d.backoff,
+      log: this.d.log,
+      onStopped: (m) => this.members.delete(m as LocalMember<unknown>),
+    });
+    this.members.add(member as LocalMember<unknown>);
+    await group.join(member as LocalMember<unknown>);
+    return member;
+  }
+
+  /** Stops every member of this instance (in-flight batches finish). */
+  async stopAll(): Promise<void> {
+    await Promise.all([...this.members].map((m) => m.stop()));
+  }
+}

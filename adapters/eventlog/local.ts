@@ -27,7 +27,7 @@ import type { Topic } from '../../schemas/topics';
 import type { AppendRecord, Consumer, ConsumerHandlers, ConsumerOptions, EventLog, LogRecord } from './types';
 import { PlainAvroCodec, type SchemaCodec } from './codec';
 import { chunk, defaultLogger, partitionForKey, type BackoffOptions, type EventLogLogger } from './common';
-import { LocalGroup, LocalMember, type PartitionSource } from './groups';
+import { LocalGroups, type PartitionSource } from './groups';
 import type { FileEventLogOptions } from './file';
 
 export interface LocalEventLogOptions {
@@ -62,20 +62,22 @@ export class LocalEventLog implements EventLog {
   private readonly log: EventLogLogger;
   /** Emits the physical topic name after every committed append. */
   private readonly appended = new EventEmitter();
-  private readonly groups = new Map<string, LocalGroup>();
-  private readonly members = new Set<LocalMember<unknown>>();
+  private readonly consumers: LocalGroups;
   private closed = false;
 
   /** `sql`: the SQL store, migrated (002_event_log). Not owned: close() leaves it open. */
-  constructor(
-    sql: Sql,
-    private readonly opts: LocalEventLogOptions = {},
-  ) {
+  constructor(sql: Sql, opts: LocalEventLogOptions = {}) {
     this.sql = sql;
     this.codec = opts.codec ?? new PlainAvroCodec();
     this.prefix = opts.topicPrefix ?? '';
     this.log = opts.log ?? defaultLogger;
     this.appended.setMaxListeners(0);
+    this.consumers = new LocalGroups({
+      notifier: this.appended,
+      pollIntervalMs: opts.pollIntervalMs ?? 200,
+      backoff: opts.retryBackoff ?? {},
+      log: this.log,
+    });
   }
 
   /** The table name of a topic (its logical name with the prefix). */
@@ -163,28 +165,7 @@ export class LocalEventLog implements EventLog {
       [name],
     );
     if (rows.length === 0) throw new Error(`topic ${name} does not exist: call ensureTopic first`);
-    const groupKey = `${name}\u0000${opts.group}`;
-    let group = this.groups.get(groupKey);
-    if (!group) {
-      group = new LocalGroup(topic.partitions, this.log, `${name}/${opts.group}`);
-      this.groups.set(groupKey, group);
-    }
-    const member = new LocalMember<T>({
-      source: this.source(topic, name),
-      topic,
-      physicalName: name,
-      group,
-      opts,
-      handlers,
-      notifier: this.appended,
-      pollIntervalMs: this.opts.pollIntervalMs ?? 200,
-      backoff: this.opts.retryBackoff ?? {},
-      log: this.log,
-      onStopped: (m) => this.members.delete(m as LocalMember<unknown>),
-    });
-    this.members.add(member as LocalMember<unknown>);
-    await group.join(member as LocalMember<unknown>);
-    return member;
+    return this.consumers.join(name, topic, opts, handlers, this.source(topic, name));
   }
 
   async endOffsets(topic: Topic<unknown>): Promise<Map<number, number>> {
@@ -248,7 +229,7 @@ export class LocalEventLog implements EventLog {
   /** Stops every consumer of this instance (in-flight batches finish). Leaves the SQL store open. */
   async close(): Promise<void> {
     this.closed = true;
-    await Promise.all([...this.members].map((m) => m.stop()));
+    await this.consumers.stopAll();
     this.appended.removeAllListeners();
   }
 
