@@ -55,7 +55,11 @@ export async function connect<T>(
   }
 }
 
-export async function openSql(config: Config): Promise<Sql> {
+/**
+ * Opens the SQL store the configuration names. The embedded one runs PGlite in a worker thread
+ * (adapters/sql/pglite-thread.ts); `onStopped` hears if that thread dies on its own.
+ */
+export async function openSql(config: Config, onStopped?: (err: Error) => void): Promise<Sql> {
   if (config.adapters.sql === 'pg') {
     const { PgSql } = await import('../adapters/sql/pg');
     const url = config.databaseUrl as string;
@@ -75,7 +79,7 @@ export async function openSql(config: Config): Promise<Sql> {
       },
     );
   }
-  const { PgliteSql } = await import('../adapters/sql/pglite');
+  const { PgliteThreadSql } = await import('../adapters/sql/pglite-thread');
   const dir = join(config.dataDir, 'pg');
   mkdirSync(dir, { recursive: true });
   return connect(
@@ -83,7 +87,7 @@ export async function openSql(config: Config): Promise<Sql> {
     'LUDUS_DATA_DIR',
     Math.max(config.connectTimeoutMs, 60000),
     () =>
-      PgliteSql.open(dir).catch((err: unknown) => {
+      PgliteThreadSql.open({ dataDir: dir, onStopped }).catch((err: unknown) => {
         if (!(err instanceof DataDirInUse)) throw err;
         const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host;
         throw new StartupError(
@@ -202,7 +206,11 @@ export async function openAnalytics(config: Config, sql: Sql): Promise<Analytics
 export async function openAdapters(config: Config, log: Logger): Promise<Adapters> {
   const opened: Array<{ close(): Promise<void> }> = [];
   try {
-    const sql = await openSql(config);
+    const sql = await openSql(config, (err) => {
+      // Crash-only: without its database the process can keep no promise it made.
+      log.fatal({ err: err.message }, 'the embedded database stopped; exiting');
+      process.exit(1);
+    });
     opened.push(sql);
     const applied = await migrate(sql);
     if (applied.length > 0) log.info({ applied }, 'migrations applied');

@@ -7,6 +7,7 @@ import { randomBytes } from 'node:crypto';
 import { migrate } from '../../adapters/sql/migrate';
 import { PgSql } from '../../adapters/sql/pg';
 import { PgliteSql } from '../../adapters/sql/pglite';
+import { PgliteThreadSql } from '../../adapters/sql/pglite-thread';
 import type { Sql } from '../../adapters/sql/types';
 
 const env = process.env;
@@ -40,6 +41,13 @@ export async function openTestPglite(): Promise<PgliteSql> {
   return sql;
 }
 
+/** A migrated in-memory PGlite in a worker thread (what the embedded server runs). */
+export async function openTestPgliteThread(): Promise<PgliteThreadSql> {
+  const sql = await PgliteThreadSql.open();
+  await migrate(sql);
+  return sql;
+}
+
 /** Drops a test schema made by openTestPg and closes the pool. */
 export async function dropTestPg(sql: PgSql, schema: string): Promise<void> {
   await sql.exec(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
@@ -49,5 +57,6 @@ export async function dropTestPg(sql: PgSql, schema: string): Promise<void> {
 /** Both SQL adapters, for suites that run a contract against each. */
 export const sqlAdapters: Array<[string, () => Promise<Sql>]> = [
   ['pglite', openTestPglite],
+  ['pglite in a worker thread', openTestPgliteThread],
   ['pg', () => openTestPg()],
 ];

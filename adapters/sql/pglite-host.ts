@@ -1,0 +1,130 @@
+/**
+ * The worker-thread side of `PgliteThreadSql` (./pglite-thread.ts): owns one `PgliteSql` and runs
+ * the statements the main thread posts, so that PGlite's WASM and its JavaScript stay off the
+ * main thread's event loop. It keeps no logic of its own: the session mutex, the transaction
+ * handling and the row normalisation are `PgliteSql`'s, so both ways of running PGlite behave alike.
+ *
+ * Protocol (one `Request` in, one `Reply` out per `id`):
+ * - `query` / `exec` with `tx` run inside that open transaction, without it on their own;
+ * - `begin` answers with a transaction id once the session is this transaction's (PgliteSql's
+ *   mutex queues it behind the others), `end` commits or rolls it back and answers when done;
+ * - `close` closes the database (and releases the data directory's lock).
+ */
+import { parentPort, workerData } from 'node:worker_threads';
+import { PgliteSql } from './pglite';
+import type { Queryable } from './types';
+
+export type Request =
+  | { id: number; op: 'query'; text: string; params?: unknown[]; tx?: number }
+  | { id: number; op: 'exec'; script: string; tx?: number }
+  | { id: number; op: 'begin' }
+  | { id: number; op: 'end'; tx: number; commit: boolean }
+  | { id: number; op: 'close' };
+
+export type Reply =
+  { id: number; ok: true; value: unknown } | { id: number; ok: false; error: SerializedError };
+
+/** An error as data: its message, name and own fields (SQLSTATE `code`, `detail`, `constraint`...). */
+export interface SerializedError {
+  message: string;
+  name: string;
+  fields: Record<string, unknown>;
+}
+
+export interface HostData {
+  /** Directory of the database, or undefined for one in memory. */
+  dataDir?: string;
+}
+
+/** Thrown inside a transaction's callback to make PgliteSql roll it back. */
+class Rollback extends Error {}
+
+interface OpenTx {
+  q: Queryable;
+  finish(commit: boolean): void;
+  done: Promise<unknown>;
+}
+
+export function serializeError(err: unknown): SerializedError {
+  if (!(err instanceof Error)) return { message: String(err), name: 'Error', fields: {} };
+  const fields: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(err)) {
+    if (v === undefined || typeof v === 'function') continue;
+    if (typeof v === 'object' && v !== null) continue; // only plain values cross the thread
+    fields[k] = v;
+  }
+  return { message: err.message, name: err.name, fields };
+}
+
+async function serve(): Promise<void> {
+  const port = parentPort;
+  if (!port) throw new Error('pglite-host runs in a worker thread only');
+  const data = workerData as HostData;
+  const sql = await PgliteSql.open(data.dataDir);
+  const txs = new Map<number, OpenTx>();
+  let nextTx = 1;
+
+  const begin = async (): Promise<number> => {
+    const id = nextTx++;
+    let opened!: (q: Queryable) => void;
+    const ready = new Promise<Queryable>((r) => (opened = r));
+    let finish!: (commit: boolean) => void;
+    const ended = new Promise<boolean>((r) => (finish = r));
+    const done = sql.tx(async (q) => {
+      opened(q);
+      if (!(await ended)) throw new Rollback();
+    });
+    // A BEGIN that fails rejects `done` before `ready` resolves.
+    const q = await Promise.race([ready, done.then(() => Promise.reject(new Error('BEGIN failed')))]);
+    txs.set(id, { q, finish, done });
+    return id;
+  };
+
+  const end = async (id: number, commit: boolean): Promise<void> => {
+    const t = txs.get(id);
+    if (!t) throw new Error(`no open transaction ${id}`);
+    txs.delete(id);
+    t.finish(commit);
+    try {
+      await t.done;
+    } catch (err) {
+      if (!(err instanceof Rollback)) throw err;
+    }
+  };
+
+  const target = (tx: number | undefined): Queryable => {
+    if (tx === undefined) return sql;
+    const t = txs.get(tx);
+    if (!t) throw new Error(`no open transaction ${tx}`);
+    return t.q;
+  };
+
+  const run = async (m: Request): Promise<unknown> => {
+    switch (m.op) {
+      case 'query':
+        return target(m.tx).query(m.text, m.params);
+      case 'exec':
+        return target(m.tx).exec(m.script);
+      case 'begin':
+        return begin();
+      case 'end':
+        return end(m.tx, m.commit);
+      case 'close':
+        for (const id of [...txs.keys()]) await end(id, false);
+        await sql.close();
+        return undefined;
+    }
+  };
+
+  port.on('message', (m: Request) => {
+    run(m).then(
+      (value) => port.postMessage({ id: m.id, ok: true, value } satisfies Reply),
+      (err: unknown) => port.postMessage({ id: m.id, ok: false, error: serializeError(err) } satisfies Reply),
+    );
+  });
+  port.postMessage({ id: 0, ok: true, value: 'ready' } satisfies Reply);
+}
+
+serve().catch((err: unknown) => {
+  parentPort?.postMessage({ id: 0, ok: false, error: serializeError(err) } satisfies Reply);
+});

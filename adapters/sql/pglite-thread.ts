@@ -1,0 +1,172 @@
+/**
+ * SQL adapter for embedded Postgres (PGlite) run in a worker thread (issue 19). PGlite is
+ * single-threaded WASM: on the main thread every statement of the pipeline held the event loop,
+ * so during a drain the gateways of the same process (ingest, queries, health, metrics) waited
+ * for seconds. Here the database lives in `./pglite-host.ts` on its own thread and core; the main
+ * thread only posts statements and awaits their answers.
+ *
+ * Same semantics as `PgliteSql` (which the host runs): one session, transactions queued behind
+ * each other, READ COMMITTED, rows with int8 as numbers. Values cross the thread by structured
+ * clone (Date, Uint8Array, arrays and plain objects survive; a Buffer parameter arrives as a
+ * Uint8Array, which PGlite writes as bytea all the same). A database error keeps its message,
+ * name and plain fields (`code`, `detail`, `constraint`...), which is what callers look at.
+ *
+ * If the worker dies (a WASM abort, out of memory), every pending and later call fails with
+ * `EmbeddedDatabaseStopped` and `onStopped` is called once: the composition root logs it and ends
+ * the process, because a process without its database cannot keep any promise it made.
+ */
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { Worker } from 'node:worker_threads';
+import { DataDirInUse } from './dirlock';
+import type { HostData, Reply, Request, SerializedError } from './pglite-host';
+import type { Queryable, QueryResult, Sql } from './types';
+
+export class EmbeddedDatabaseStopped extends Error {
+  constructor(reason: string) {
+    super(`the embedded database thread stopped: ${reason}`);
+    this.name = 'EmbeddedDatabaseStopped';
+  }
+}
+
+export interface ThreadOptions {
+  /** Directory of the database (locked while open); undefined for one in memory. */
+  dataDir?: string;
+  /** Called once if the thread stops on its own (not after close()). */
+  onStopped?: (err: Error) => void;
+}
+
+type Pending = { resolve(v: unknown): void; reject(e: Error): void };
+type Call = Request extends infer R ? (R extends { id: number } ? Omit<R, 'id'> : never) : never;
+
+/** The worker's entry: the host module, compiled on the fly by tsx when this runs from source. */
+function bootstrap(): string {
+  const ts = join(__dirname, 'pglite-host.ts');
+  const host = existsSync(ts) ? ts : join(__dirname, 'pglite-host.js');
+  return [
+    // Under `tsx` the worker inherits its loader; under Jest (or plain node) it needs registering.
+    `if (${JSON.stringify(host)}.endsWith('.ts') && !require.extensions['.ts']) require('tsx/cjs/api').register();`,
+    `require(${JSON.stringify(host)});`,
+  ].join('\n');
+}
+
+function toError(e: SerializedError): Error {
+  if (e.name === 'DataDirInUse') return new DataDirInUse(String(e.fields.dir), Number(e.fields.pid));
+  const err = new Error(e.message);
+  err.name = e.name;
+  return Object.assign(err, e.fields);
+}
+
+export class PgliteThreadSql implements Sql {
+  readonly kind = 'pglite' as const;
+  private readonly pending = new Map<number, Pending>();
+  private nextId = 1;
+  private stopped: Error | null = null;
+  private closing = false;
+
+  private constructor(
+    private readonly worker: Worker,
+    private readonly onStopped: ((err: Error) => void) | undefined,
+  ) {
+    worker.on('message', (m: Reply) => this.settle(m));
+    worker.on('error', (err) => this.stop(err.message));
+    worker.on('exit', (code) => this.stop(`exit code ${code}`));
+  }
+
+  /** Starts the thread and opens the database in it; resolves once it answers. */
+  static async open(opts: ThreadOptions = {}): Promise<PgliteThreadSql> {
+    const worker = new Worker(bootstrap(), {
+      eval: true,
+      workerData: { dataDir: opts.dataDir } satisfies HostData,
+    });
+    const ready = new Promise<void>((resolve, reject) => {
+      const onMessage = (m: Reply) => {
+        if (m.id !== 0) return;
+        worker.off('message', onMessage);
+        worker.off('exit', onExit);
+        if (m.ok) resolve();
+        else reject(toError(m.error));
+      };
+      const onExit = (code: number) => reject(new Error(`the database thread exited (${code})`));
+      worker.on('message', onMessage);
+      worker.once('exit', onExit);
+    });
+    try {
+      await ready;
+    } catch (err) {
+      await worker.terminate();
+      throw err;
+    }
+    return new PgliteThreadSql(worker, opts.onStopped);
+  }
+
+  private settle(m: Reply): void {
+    const p = this.pending.get(m.id);
+    if (!p) return;
+    this.pending.delete(m.id);
+    if (m.ok) p.resolve(m.value);
+    else p.reject(toError(m.error));
+  }
+
+  private stop(reason: string): void {
+    if (this.stopped) return;
+    this.stopped = new EmbeddedDatabaseStopped(reason);
+    for (const p of this.pending.values()) p.reject(this.stopped);
+    this.pending.clear();
+    if (!this.closing) this.onStopped?.(this.stopped);
+  }
+
+  private call<T>(req: Call): Promise<T> {
+    if (this.stopped) return Promise.reject(this.stopped);
+    const id = this.nextId++;
+    return new Promise<T>((resolve, reject) => {
+      this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject });
+      try {
+        this.worker.postMessage({ ...req, id });
+      } catch (err) {
+        // A parameter that cannot be cloned (a function, a symbol): refused before it left.
+        this.pending.delete(id);
+        reject(err as Error);
+      }
+    });
+  }
+
+  query<R>(text: string, params?: unknown[]): Promise<QueryResult<R>> {
+    return this.call({ op: 'query', text, params });
+  }
+
+  exec(script: string): Promise<void> {
+    return this.call({ op: 'exec', script });
+  }
+
+  async tx<T>(fn: (q: Queryable) => Promise<T>): Promise<T> {
+    const tx = await this.call<number>({ op: 'begin' });
+    const q: Queryable = {
+      query: (text, params) => this.call({ op: 'query', text, params, tx }),
+      exec: (script) => this.call({ op: 'exec', script, tx }),
+    };
+    let out: T;
+    try {
+      out = await fn(q);
+    } catch (err) {
+      if (!this.stopped) await this.call({ op: 'end', tx, commit: false });
+      throw err;
+    }
+    await this.call({ op: 'end', tx, commit: true });
+    return out;
+  }
+
+  async ping(): Promise<void> {
+    await this.query('SELECT 1');
+  }
+
+  async close(): Promise<void> {
+    if (this.stopped) return;
+    this.closing = true;
+    try {
+      await this.call({ op: 'close' });
+    } finally {
+      await this.worker.terminate();
+    }
+  }
+}
