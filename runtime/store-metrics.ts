@@ -1,15 +1,19 @@
 /**
  * Gauges read from the SQL store when /metrics is scraped (docs/operations.md "Metrics"): what a
  * store holds rather than what this process did, so they survive restarts and agree between
- * processes (aggregate them with max, not sum). Each is one indexed count. A store that does not
- * answer within STORE_READ_TIMEOUT_MS leaves the previous value and logs a warning: /metrics
- * itself still answers.
+ * processes (aggregate them with max, not sum). Each is one indexed count.
+ *
+ * A scrape never waits long for the store: it starts a read (unless one is still running) and
+ * waits for it at most SCRAPE_WAIT_MS; a slower read finishes in the background and its values are
+ * shown from the next scrape on. Meanwhile the gauge keeps the last values read. So during a
+ * pipeline drain, when the store's session is busy with the pipeline's transactions, /metrics
+ * still answers at once (issue 19). A read that fails logs a warning and changes nothing.
  */
 import { Gauge, type Registry } from 'prom-client';
 import type { Sql } from '../adapters/sql/types';
 import type { Logger } from '../shared/logger';
 
-const STORE_READ_TIMEOUT_MS = 2000;
+const SCRAPE_WAIT_MS = 50;
 
 interface Deps {
   sql: Sql;
@@ -65,30 +69,29 @@ function storeGauge(
   // One registry per process; a second start of the same role on it (tests) shares the gauge.
   if (deps.registry.getSingleMetric(spec.name)) return;
   const log = deps.log.child({ metric: spec.name });
+  type Values = Awaited<ReturnType<typeof spec.read>>;
+  let latest: Values | null = null;
+  let reading: Promise<void> | null = null;
   new Gauge({
     name: spec.name,
     help: spec.help,
     labelNames: spec.labelNames,
     registers: [deps.registry],
     async collect() {
+      reading ??= spec
+        .read()
+        .then(
+          (values) => void (latest = values),
+          (err: unknown) =>
+            log.warn({ err: (err as Error).message }, 'store gauge not refreshed; it keeps its last value'),
+        )
+        .finally(() => (reading = null));
       let timer: NodeJS.Timeout | undefined;
-      try {
-        const values = await Promise.race([
-          spec.read(),
-          new Promise<never>((_, reject) => {
-            timer = setTimeout(
-              () => reject(new Error(`no answer within ${STORE_READ_TIMEOUT_MS} ms`)),
-              STORE_READ_TIMEOUT_MS,
-            );
-          }),
-        ]);
-        this.reset();
-        for (const [labels, v] of values) this.set(labels, v);
-      } catch (err) {
-        log.warn({ err: (err as Error).message }, 'store gauge not refreshed; it keeps its last value');
-      } finally {
-        clearTimeout(timer);
-      }
+      await Promise.race([reading, new Promise((r) => (timer = setTimeout(r, SCRAPE_WAIT_MS)))]);
+      clearTimeout(timer);
+      if (!latest) return;
+      this.reset();
+      for (const [labels, v] of latest) this.set(labels, v);
     },
   });
 }

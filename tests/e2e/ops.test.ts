@@ -135,8 +135,14 @@ describe.each(SHAPES)('operations listener of a background-only process [%s]', (
       `UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = $2 WHERE webhook_id = $1 AND status = 'dead'`,
       [webhook.id, now + 86400000],
     );
-    const after = await metrics();
-    expect(after).toMatch(/ludus_webhook_deliveries\{status="pending"\} 2\n/);
+    // A scrape waits for the store at most 50 ms; a slower read shows from the next scrape on.
+    const after = await waitFor(
+      async () => {
+        const m = await metrics();
+        return /ludus_webhook_deliveries\{status="pending"\} 2\n/.test(m) ? m : null;
+      },
+      { what: 'the replayed delivery counted as pending on /metrics', timeoutMs: 10000 },
+    );
     expect(after).toMatch(/ludus_webhook_deliveries\{status="dead"\} 0\n/);
     // The process still serves.
     expect((await call('GET', `${app.url.ops}/ready`)).status).toBe(200);
