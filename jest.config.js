@@ -19,7 +19,7 @@ module.exports = {
       ...shared,
       displayName: 'unit',
       testMatch: [
-        '<rootDir>/{core,adapters,http,api,processors,runtime,ingest,scheduler,dispatcher,schemas,bench}/**/*.test.ts',
+        '<rootDir>/{core,adapters,http,api,processors,runtime,ingest,scheduler,dispatcher,schemas,shared,bench}/**/*.test.ts',
         ...needsStack.map((p) => `!**/${p}`),
       ],
     },

@@ -13,7 +13,7 @@ import { Gauge, type Registry } from 'prom-client';
 import type { Sql } from '../adapters/sql/types';
 import type { Logger } from '../shared/logger';
 
-const SCRAPE_WAIT_MS = 50;
+const SCRAPE_WAIT_MS = 20;
 
 interface Deps {
   sql: Sql;

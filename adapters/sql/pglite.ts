@@ -1,17 +1,20 @@
 import { PGlite } from '@electric-sql/pglite';
 import { lockDir, type DirLock } from './dirlock';
-import { Mutex } from '../../shared/mutex';
+import { TwoLaneMutex } from '../../shared/mutex';
 import type { Queryable, QueryResult, Sql } from './types';
 
 /**
  * SQL adapter for embedded Postgres (PGlite). PGlite is a single session, so every statement and
- * every transaction runs behind one mutex: a transaction holds the session until it ends.
+ * every transaction runs behind one mutex: a transaction holds the session until it ends. A single
+ * statement waiting for the session goes ahead of waiting transactions (`TwoLaneMutex`): a
+ * gateway's read (a tenant's credentials, a definition) then waits for the transaction running at
+ * most, not for every pipeline batch queued behind it (issue 19).
  * A data directory on disk is locked to this process while open (./dirlock.ts): a second process
  * on the same directory is refused with DataDirInUse instead of writing a copy that gets lost.
  */
 export class PgliteSql implements Sql {
   readonly kind = 'pglite' as const;
-  private readonly lock = new Mutex();
+  private readonly lock = new TwoLaneMutex();
 
   private constructor(
     private readonly db: PGlite,
@@ -37,11 +40,11 @@ export class PgliteSql implements Sql {
   }
 
   query<R>(text: string, params?: unknown[]): Promise<QueryResult<R>> {
-    return this.lock.run(() => this.raw<R>(text, params));
+    return this.lock.run('short', () => this.raw<R>(text, params));
   }
 
   tx<T>(fn: (q: Queryable) => Promise<T>): Promise<T> {
-    return this.lock.run(async () => {
+    return this.lock.run('long', async () => {
       const q: Queryable = {
         query: (text, params) => this.raw(text, params),
         exec: async (script) => void (await this.db.exec(script)),
@@ -59,7 +62,7 @@ export class PgliteSql implements Sql {
   }
 
   exec(script: string): Promise<void> {
-    return this.lock.run(async () => void (await this.db.exec(script)));
+    return this.lock.run('short', async () => void (await this.db.exec(script)));
   }
 
   async ping(): Promise<void> {
@@ -68,7 +71,7 @@ export class PgliteSql implements Sql {
 
   async close(): Promise<void> {
     try {
-      await this.lock.run(() => this.db.close());
+      await this.lock.run('long', () => this.db.close());
     } finally {
       this.dirLock?.release();
     }

@@ -135,7 +135,7 @@ describe.each(SHAPES)('operations listener of a background-only process [%s]', (
       `UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = $2 WHERE webhook_id = $1 AND status = 'dead'`,
       [webhook.id, now + 86400000],
     );
-    // A scrape waits for the store at most 50 ms; a slower read shows from the next scrape on.
+    // A scrape waits for the store at most 20 ms; a slower read shows from the next scrape on.
     const after = await waitFor(
       async () => {
         const m = await metrics();
