@@ -16,6 +16,7 @@ import type { Tenant } from '../core/tenancy/store';
 import { WalletError } from '../core/wallet/wallet';
 import type { Authenticator } from './auth/authenticator';
 import { renderError } from './gateway';
+import { RenderedJson } from './rendered';
 import { mountRoutes, route, type RouteSpec } from './route';
 import type { GatewayState } from './types';
 
@@ -334,6 +335,47 @@ describe('route(): the transaction option', () => {
     } finally {
       await new Promise((resolve) => server.close(resolve));
       await sql.close();
+    }
+  });
+});
+
+describe('route(): an answer rendered once (RenderedJson)', () => {
+  it('sends the bytes as JSON, the same answer as the value, to every request that shares them', async () => {
+    const value = { name: 'é "quoted" \u0000 \ud83d\ude00', n: -0, list: [1.5, 'x'] };
+    const shared = RenderedJson.of(value);
+    const { url, server } = await serve([
+      route({
+        gateway: 'admin',
+        method: 'GET',
+        path: '/v1/rendered',
+        summary: 'rendered',
+        tag: 'Test',
+        auth: open,
+        handler: async () => shared,
+      }),
+      route({
+        gateway: 'admin',
+        method: 'GET',
+        path: '/v1/plain',
+        summary: 'plain',
+        tag: 'Test',
+        auth: open,
+        handler: async () => value,
+      }),
+    ]);
+    try {
+      const plain = await fetch(`${url}/v1/plain`);
+      const plainText = await plain.text();
+      for (let i = 0; i < 2; i++) {
+        const res = await fetch(`${url}/v1/rendered`);
+        expect(res.status).toBe(200);
+        expect(res.headers.get('content-type')).toBe(plain.headers.get('content-type'));
+        expect(res.headers.get('content-length')).toBe(plain.headers.get('content-length'));
+        expect(await res.text()).toBe(plainText);
+      }
+      expect(JSON.parse(plainText)).toEqual({ ...value, n: 0 });
+    } finally {
+      await new Promise((resolve) => server.close(resolve));
     }
   });
 });

@@ -18,6 +18,7 @@ import { parseJsonBody, readRawBody } from './body';
 import { inputProblem, paramsProblem } from './input';
 import { toApiError } from './domain-errors';
 import { ApiError, errors } from './errors';
+import { RenderedJson } from './rendered';
 import type { HttpSchemas } from '../schemas/http/types';
 import type { GatewayName, GatewayState } from './types';
 import { schemas, validateOrThrow } from './validate';
@@ -300,7 +301,11 @@ export function mountRoutes(
         throw toApiError(err);
       }
       if (ctx.status === 204) return;
-      if (out === null) {
+      if (out instanceof RenderedJson) {
+        // Serialised once for several requests (./rendered.ts): the same bytes as ctx.body = value.
+        ctx.type = 'application/json';
+        ctx.body = out.bytes;
+      } else if (out === null) {
         // Koa treats a null body as "no content"; some answers are a JSON null (SPEC: tier view).
         ctx.type = 'application/json';
         ctx.body = 'null';

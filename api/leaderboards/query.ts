@@ -8,7 +8,9 @@ import type { LeaderboardCache } from '../../core/leaderboards/cache';
 import type { Leaderboard } from '../../core/leaderboards/definition';
 import { LeaderboardQueries, type Page } from '../../core/leaderboards/queries';
 import { errors } from '../../http/errors';
+import { RenderedJson } from '../../http/rendered';
 import { route, type RouteSpec } from '../../http/route';
+import { UnstartedReads } from './unstarted-reads';
 
 export interface LeaderboardQueryDeps {
   sql: Sql;
@@ -23,6 +25,7 @@ export interface LeaderboardQueryDeps {
 const auth = { kind: 'tenant', signed: false } as const;
 
 export function leaderboardQueryRoutes(deps: LeaderboardQueryDeps): RouteSpec[] {
+  const pages = new UnstartedReads<Leaderboard, RenderedJson>();
   const board = async (tenantId: string, id: string) => {
     const b = await deps.cache.board(deps.sql, tenantId, id);
     if (!b) throw errors.notFound(`Leaderboard ${id} not found`);
@@ -70,7 +73,14 @@ export function leaderboardQueryRoutes(deps: LeaderboardQueryDeps): RouteSpec[] 
       response: 'leaderboard.page.view',
       handler: async ({ params, query: q, tenant }) => {
         const b = await board(tenant.id, params.leaderboard_id);
-        return presentPage(b, await deps.queries.pageOf(b, q.window_key, q.offset, q.limit));
+        // Identical pages asked in the same turn share one read and one rendering, started after
+        // all of them arrived (./unstarted-reads.ts: every answer is as fresh as its own read).
+        const key = `${q.window_key ?? ''}\u0000${q.offset}\u0000${q.limit}`;
+        return pages.join(b, key, async () =>
+          RenderedJson.of(
+            await presentPage(b, await deps.queries.pageOf(b, q.window_key, q.offset, q.limit)),
+          ),
+        );
       },
     }),
     route({

@@ -248,24 +248,26 @@ async function distributed(b: Bench, size: number): Promise<void> {
     if (p.profile && size === Math.max(...p.query.sizes)) {
       await svc.stop();
       svc = null;
-      await profiled(b, `query-distributed-rank-${label(size)}`, async (nodeFlags, clock) => {
-        clock.spawned();
-        const s = await startService({
-          label: 'query gateway (distributed, --cpu-prof)',
-          roles: 'api',
-          env,
-          nodeFlags,
-          logFile: `${b.tmp}/query-distributed-prof.log`,
+      // Rank lookups and top pages (issue 19: the top page's cost per entry).
+      for (const kind of ['rank', 'top'] as const)
+        await profiled(b, `query-distributed-${kind}-${label(size)}`, async (nodeFlags, clock) => {
+          clock.spawned();
+          const s = await startService({
+            label: 'query gateway (distributed, --cpu-prof)',
+            roles: 'api',
+            env,
+            nodeFlags,
+            logFile: `${b.tmp}/query-distributed-prof.log`,
+          });
+          try {
+            clock.start();
+            await wrkQuery(b, s, token, kind, size, p.query.durationS);
+            clock.end();
+          } finally {
+            await s.stop();
+          }
+          return s.pid;
         });
-        try {
-          clock.start();
-          await wrkQuery(b, s, token, 'rank', size, p.query.durationS);
-          clock.end();
-        } finally {
-          await s.stop();
-        }
-        return s.pid;
-      });
     }
     for (const kind of Object.keys(KINDS) as Kind[]) {
       const rs = runs[kind]!;

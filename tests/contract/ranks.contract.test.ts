@@ -7,7 +7,7 @@
  */
 import Redis from 'ioredis';
 import { MemoryRankIndex } from '../../adapters/ranks/memory';
-import { RedisRankIndex } from '../../adapters/ranks/redis';
+import { encodeMember, RedisRankIndex, unpack } from '../../adapters/ranks/redis';
 import type { RankEntry, RankIndex, RankUpdate } from '../../adapters/ranks/types';
 import { stack, uniqueName } from '../support/stack';
 
@@ -458,6 +458,11 @@ describe.each(adapters)('RankIndex contract [%s]', (name, make) => {
       'negHuge',
     ]);
     for (const e of got) expect(Object.is(e.score, scores[e.member] === 0 ? 0 : scores[e.member])).toBe(true);
+    // Pages (on Redis packed into one string per page) read the same scores, bit for bit.
+    const page = await idx.page(b, 0, 100);
+    expect(page.entries).toEqual(got);
+    for (const e of page.entries) expect(Object.is(e.score, got[e.position]!.score)).toBe(true);
+    expect((await idx.around(b, 'zero', 3)).entries).toEqual(got.slice(6, 9));
     expect(Object.is((await idx.get(b, 'zero'))?.score, 0)).toBe(true);
     expect((await idx.get(b, 'sum'))?.score).toBe(0.30000000000000004);
     expect((await idx.get(b, 'bigMinus'))?.score).toBe(9007199254740991);
@@ -574,6 +579,20 @@ describe.each(adapters)('RankIndex contract [%s]', (name, make) => {
     expect(await members(b)).toEqual(expected);
     for (const [i, m] of expected.entries())
       expect(await idx.get(b, m)).toEqual({ member: m, score: 7, tiebreak: 3, position: i });
+    // Pages and around-user pages (on Redis packed with byte lengths: spaces, NUL, multi-byte ids).
+    const all = await idx.range(b, 0, hostile.length);
+    expect((await idx.page(b, 0, hostile.length)).entries).toEqual(all);
+    for (const [off, lim] of [
+      [1, 3],
+      [5, 10],
+      [hostile.length - 2, 5],
+    ] as const)
+      expect((await idx.page(b, off, lim)).entries).toEqual(all.slice(off, off + lim));
+    for (const m of ['\u0000', ' ', '\n', '\u{1F600}', 'e\u0301', '0000000000000000:x']) {
+      const a = await idx.around(b, m, 5);
+      expect(a.me).toEqual(await idx.get(b, m));
+      expect(a.entries).toEqual(all.slice(a.offset, a.offset + 5));
+    }
     await idx.remove(b, ['\u0000', '}', '\u{1F600}']);
     expect(await members(b)).toEqual(expected.filter((m) => !['\u0000', '}', '\u{1F600}'].includes(m)));
   });
@@ -649,6 +668,9 @@ describe.each(adapters)('RankIndex contract [%s]', (name, make) => {
           e.member !== sorted[i].member || e.score !== sorted[i].score || e.tiebreak !== sorted[i].tiebreak,
       );
       expect(firstDiff).toBe(-1);
+      // Pages (packed on Redis) agree with range at a few offsets, the last one past the end.
+      for (const off of [0, 4_321, sorted.length - 50])
+        expect((await idx.page(b, off, 100)).entries).toEqual(await idx.range(b, off, 100));
       // get() of a sample agrees with the reference position.
       const sample = Array.from({ length: 300 }, () => Math.floor(r() * sorted.length));
       const gets = await Promise.all(sample.map((i) => idx.get(b, sorted[i].member)));
@@ -694,5 +716,51 @@ describe.each(adapters)('RankIndex contract [%s]', (name, make) => {
     const a2 = await idx.range(b2, 0, 30_000);
     expect(a2.length).toBe(a1.length);
     expect(a2.findIndex((e, i) => e.member !== a1[i].member || e.position !== a1[i].position)).toBe(-1);
+  });
+});
+
+describe('RedisRankIndex: packed pages', () => {
+  it('reads entries back from their byte lengths, whatever bytes a member id holds', () => {
+    const es = [
+      { member: 'a b', score: 7, tiebreak: 3 },
+      { member: '\u0000 \u{1F600} 5 x', score: -0.5, tiebreak: -(2 ** 53 - 1) },
+      { member: 'é', score: -1e300, tiebreak: 0 },
+      { member: ':', score: 2 ** 53, tiebreak: 2 ** 53 - 1 },
+      { member: 'x', score: 0, tiebreak: -1 },
+    ];
+    const packed = Buffer.concat(
+      es.map((e) => {
+        const enc = encodeMember(e.tiebreak, e.member);
+        return Buffer.from(`${String(-e.score)} ${Buffer.byteLength(enc)} ${enc}`);
+      }),
+    );
+    expect(unpack(packed, 10)).toEqual(es.map((e, i) => ({ ...e, position: 10 + i })));
+    expect(unpack(Buffer.alloc(0), 0)).toEqual([]);
+  });
+
+  it('reads 10,000 random tiebreaks back exactly', () => {
+    const r = rng(53);
+    const tbs = Array.from({ length: 10_000 }, (_, i) => {
+      const v = Math.floor(r() * 2 ** 26) * 2 ** 27 + Math.floor(r() * 2 ** 27);
+      return i % 2 ? -v : v;
+    });
+    const packed = Buffer.from(tbs.map((tb) => `-1 ${15 + 1} ${encodeMember(tb, 'm')}`).join(''));
+    expect(unpack(packed, 0).map((e) => e.tiebreak)).toEqual(tbs.map((tb) => (tb === 0 ? 0 : tb)));
+  });
+
+  it('refuses a malformed packed page instead of misreading it', () => {
+    for (const bad of [
+      '-1',
+      '-1 3',
+      '-1 5 000',
+      '-1 x 00200000000000:a',
+      '-1 -1 ab',
+      '-1 3 abc',
+      'x 16 20000000000000:a',
+      '-1 16 2000000000000g:a',
+      '-1 16 2000000000000A:a',
+      '-1 16 20000000000000;a',
+    ])
+      expect(() => unpack(Buffer.from(bad), 0)).toThrow(/malformed/);
   });
 });

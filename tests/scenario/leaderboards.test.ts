@@ -490,4 +490,55 @@ describe.each(SHAPES)('leaderboards [%s]', (shape) => {
     expect(mine.status).toBe(202);
     expect(mine.body).toEqual({ status: 'accepted', event_id: expect.any(String) });
   });
+  it('answers identical pages asked at once each as fresh as its own read (shared reads, read-your-writes)', async () => {
+    await board('hot', {
+      timeframe: { type: 'all_time' },
+      scoring: { rules: [{ event_type: 'match', points_expression: 'attrs.kills' }], aggregation: 'sum' },
+    });
+    await send(['p1', 'p2', 'p3', 'p4'].map((u, i) => ev(u, T0 - 1000 + i, { kills: 10 * (i + 1) })));
+    await expectStandings('hot', 'all_time', [
+      ['p4', 40, 1],
+      ['p3', 30, 2],
+      ['p2', 20, 3],
+      ['p1', 10, 4],
+    ]);
+    // Many identical requests at once, and other pages beside them: each gets its own page.
+    const [same, two] = await Promise.all([
+      Promise.all(Array.from({ length: 20 }, () => query('/v1/leaderboards/hot?limit=3'))),
+      Promise.all(Array.from({ length: 5 }, () => query('/v1/leaderboards/hot?limit=2&offset=1'))),
+    ]);
+    for (const r of same) {
+      expect(r.status).toBe(200);
+      expect(r.body).toEqual(same[0]!.body);
+    }
+    expect(same[0]!.body.entries.map((e: { user_id: string }) => e.user_id)).toEqual(['p4', 'p3', 'p2']);
+    for (const r of two)
+      expect(r.body.entries.map((e: { user_id: string }) => e.user_id)).toEqual(['p3', 'p2']);
+    // Pages asked without pause meanwhile; once a rank lookup shows a new score, every page asked
+    // after it shows the score too (no request is answered from a read that started before it).
+    let stop = false;
+    const hammer = Promise.all(
+      Array.from({ length: 8 }, async () => {
+        while (!stop) expect((await query('/v1/leaderboards/hot?limit=3')).status).toBe(200);
+      }),
+    );
+    let total = 10;
+    try {
+      for (let round = 1; round <= 3; round++) {
+        await send([ev('p1', T0 + round, { kills: 100 * round })]);
+        total += 100 * round;
+        await waitFor(async () => (await query('/v1/leaderboards/hot/score/p1')).body.score === total, {
+          timeoutMs: 15000,
+          intervalMs: 10,
+        });
+        const after = await Promise.all(
+          Array.from({ length: 8 }, () => query('/v1/leaderboards/hot?limit=3')),
+        );
+        for (const r of after) expect(r.body.entries[0]).toEqual({ user_id: 'p1', score: total, rank: 1 });
+      }
+    } finally {
+      stop = true;
+      await hammer;
+    }
+  });
 });
