@@ -7,7 +7,8 @@
  */
 import type { EventLog } from '../../adapters/eventlog/types';
 import type { RankIndex } from '../../adapters/ranks/types';
-import type { Queryable, Sql } from '../../adapters/sql/types';
+import type { Sql } from '../../adapters/sql/types';
+import { forgetCounts, rememberCounts } from '../../core/definitions/presence';
 import type { AchievementEngine } from '../../core/achievements/progress';
 import type { Clock } from '../../core/clock';
 import { markProcessed } from '../../core/events/processed';
@@ -21,6 +22,7 @@ import { EVENTS_TOPIC, type EventRecord } from '../../schemas/topics';
 import { skip, type Outcome, type Processor } from '../framework';
 import { AchievementStep } from './achievements';
 import { EarningStep } from './earning';
+import { readTenants } from './definitions';
 import { RankSync } from './rank-sync';
 import { ScoringStep } from './scoring';
 import { StreakStep } from './streaks';
@@ -73,6 +75,9 @@ export function pipelineProcessor(deps: PipelineDeps): Processor<EventRecord> {
         return { index: recordIndex, record, event: record.value, view: eventView(record.value) };
       });
       const tenants = [...new Set(events.map((e) => e.event.tenant_id))];
+      // One statement: the tenants' rows FOR KEY SHARE with time zones and definition versions.
+      const definitions = await readTenants(q, tenants);
+      rememberCounts(q, new Map([...definitions].map(([t, d]) => [t, d.counts])));
       const stepBatch: StepBatch = {
         partition: batch.partition,
         nextOffset: batch.nextOffset,
@@ -80,24 +85,20 @@ export function pipelineProcessor(deps: PipelineDeps): Processor<EventRecord> {
         events,
         replayed: batch.replayed.map((r) => r.value),
         tenants,
-        timezones: await tenantTimezones(q, tenants),
+        timezones: new Map([...definitions].map(([t, d]) => [t, d.timezone])),
         now: deps.clock.now(),
+        definitions,
       };
-      const run = await runSteps(q, steps, stepBatch);
+      let run;
+      try {
+        run = await runSteps(q, steps, stepBatch);
+      } finally {
+        forgetCounts(q);
+      }
       events.forEach((e, i) => {
         outcomes[e.index] = run.outcomes[i]!;
       });
       return { outcomes, afterCommit: run.afterCommit };
     },
   };
-}
-
-/** The IANA time zone of each tenant (a tenant without a row is missing from the map). */
-async function tenantTimezones(q: Queryable, tenants: string[]): Promise<Map<string, string>> {
-  if (tenants.length === 0) return new Map();
-  const r = await q.query<{ id: string; timezone: string }>(
-    'SELECT id, timezone FROM tenants WHERE id = ANY($1::text[])',
-    [tenants],
-  );
-  return new Map(r.rows.map((t) => [t.id, t.timezone]));
 }
