@@ -134,6 +134,15 @@ describe('tenant definition versions and counts (migration 016) [PGlite]', () =>
     expect(other.counts).toEqual({ achievements: 0, tiers: 0, level_systems: 0 });
   });
 
+  it('a tenant row inserted after its definitions starts with their counts', async () => {
+    await sql.query(
+      `INSERT INTO tiers (tenant_id, id, tier_name, tier_level, min_lifetime_points, currency_id, created_at, updated_at)
+       VALUES ('early', 't1', 'bronze', 1, 0, 'xp', now(), now())`,
+    );
+    await addTenant(sql, 'early');
+    expect((await defsOf('early')).counts).toEqual({ achievements: 0, tiers: 1, level_systems: 0 });
+  });
+
   it('a tenant without a row is missing from the read (its steps load as before)', async () => {
     expect((await readTenants(sql, ['nobody', 'other'])).has('nobody')).toBe(false);
   });

@@ -49,6 +49,19 @@ BEGIN
   RETURN NULL;
 END $$;
 
+-- A tenant's row inserted after some of its definitions (no code path does it; a restore or a
+-- hand-made row could) starts with their counts, not 0.
+CREATE FUNCTION ludus_tenant_definition_counts() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  NEW.achievements_n  := (SELECT count(*) FROM achievements a WHERE a.tenant_id = NEW.id);
+  NEW.tiers_n         := (SELECT count(*) FROM tiers x WHERE x.tenant_id = NEW.id);
+  NEW.level_systems_n := (SELECT count(*) FROM level_systems s WHERE s.tenant_id = NEW.id);
+  RETURN NEW;
+END $$;
+
+CREATE TRIGGER tenants_definition_counts BEFORE INSERT ON tenants
+  FOR EACH ROW EXECUTE FUNCTION ludus_tenant_definition_counts();
+
 CREATE TRIGGER leaderboards_version AFTER INSERT OR UPDATE OR DELETE ON leaderboards
   FOR EACH ROW EXECUTE FUNCTION ludus_bump_definitions_version('leaderboards_version');
 CREATE TRIGGER earning_rules_version AFTER INSERT OR UPDATE OR DELETE ON earning_rules
