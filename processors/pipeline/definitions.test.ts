@@ -12,7 +12,7 @@ import { createBoard } from '../../core/leaderboards/store';
 import type { EventRecord } from '../../schemas/topics';
 import { openTestPglite } from '../../tests/support/stack';
 import { AchievementStep } from './achievements';
-import { readTenants, VersionedLoads, type TenantDefinitions } from './definitions';
+import { markAndReadTenants, readTenants, VersionedLoads, type TenantDefinitions } from './definitions';
 import { ScoringStep } from './scoring';
 import { runSteps, type StepBatch } from './step';
 
@@ -141,6 +141,26 @@ describe('tenant definition versions and counts (migration 016) [PGlite]', () =>
     );
     await addTenant(sql, 'early');
     expect((await defsOf('early')).counts).toEqual({ achievements: 0, tiers: 1, level_systems: 0 });
+  });
+
+  it('dedupe and tenants read in one statement: first occurrences only, every record’s tenant', async () => {
+    const ev = (tenant_id: string, event_id: string) => ({ tenant_id, event_id, received_at: T0 });
+    const log: string[] = [];
+    await sql.tx((q) => markAndReadTenants(logging(q, log), [ev('acme', 'm0')]));
+    const r = await sql.tx((q) =>
+      markAndReadTenants(logging(q, log), [
+        ev('acme', 'm1'),
+        ev('acme', 'm0'), // seen by an earlier transaction
+        ev('other', 'm1'), // same id, another tenant: new
+        ev('acme', 'm1'), // twice in the list: the first one only
+        ev('nobody', 'm2'), // no tenant row: new, and missing from the tenants
+      ]),
+    );
+    expect(r.fresh).toEqual([0, 2, 4]);
+    expect([...r.definitions.keys()].sort()).toEqual(['acme', 'other']);
+    expect(r.definitions.get('acme')).toEqual(await defsOf('acme'));
+    expect(log).toHaveLength(2);
+    expect(await sql.tx((q) => markAndReadTenants(q, []))).toEqual({ fresh: [], definitions: new Map() });
   });
 
   it('a tenant without a row is missing from the read (its steps load as before)', async () => {

@@ -14,6 +14,12 @@
  */
 import type { Queryable } from '../../adapters/sql/types';
 import type { DefinitionCounts } from '../../core/definitions/presence';
+import {
+  firstTimeIndexes,
+  MARK_PROCESSED_SQL,
+  markParams,
+  type EventIdentity,
+} from '../../core/events/processed';
 
 export interface TenantDefinitions {
   timezone: string;
@@ -23,29 +29,65 @@ export interface TenantDefinitions {
   counts: DefinitionCounts;
 }
 
+interface TenantRow {
+  id: string;
+  timezone: string;
+  lv: string | number;
+  ev: string | number;
+  sv: string | number;
+  an: number;
+  tn: number;
+  ln: number;
+}
+
+/** The tenants' rows: $1 (or `$${n}`) the tenant ids; locked FOR KEY SHARE in id order. */
+const tenantsSql = (n: number) =>
+  `SELECT id, timezone, leaderboards_version AS lv, earning_rules_version AS ev,
+          streak_definitions_version AS sv, achievements_n AS an, tiers_n AS tn, level_systems_n AS ln
+   FROM tenants WHERE id = ANY($${n}::text[]) ORDER BY id FOR KEY SHARE`;
+
 /** The tenants' rows, locked FOR KEY SHARE in id order (a tenant without a row is missing). */
 export async function readTenants(
   q: Queryable,
   tenants: readonly string[],
 ): Promise<Map<string, TenantDefinitions>> {
-  const out = new Map<string, TenantDefinitions>();
-  if (tenants.length === 0) return out;
-  const r = await q.query<{
-    id: string;
-    timezone: string;
-    lv: string | number;
-    ev: string | number;
-    sv: string | number;
-    an: number;
-    tn: number;
-    ln: number;
-  }>(
-    `SELECT id, timezone, leaderboards_version AS lv, earning_rules_version AS ev,
-            streak_definitions_version AS sv, achievements_n AS an, tiers_n AS tn, level_systems_n AS ln
-     FROM tenants WHERE id = ANY($1::text[]) ORDER BY id FOR KEY SHARE`,
-    [tenants],
+  if (tenants.length === 0) return new Map();
+  const r = await q.query<TenantRow>(tenantsSql(1), [tenants]);
+  return toDefinitions(r.rows);
+}
+
+/**
+ * The batch's dedupe (core/events/processed.ts) and `readTenants` for the tenants of all its
+ * records, in ONE statement: the indexes of the events seen for the first time, and the tenants.
+ */
+export async function markAndReadTenants(
+  q: Queryable,
+  events: EventIdentity[],
+): Promise<{ fresh: number[]; definitions: Map<string, TenantDefinitions> }> {
+  if (events.length === 0) return { fresh: [], definitions: new Map() };
+  const tenants = [...new Set(events.map((e) => e.tenant_id))];
+  const r = await q.query<
+    Partial<TenantRow> & { k: number; tenant_id: string | null; event_id: string | null }
+  >(
+    `WITH fresh AS (${MARK_PROCESSED_SQL}), t AS (${tenantsSql(4)})
+     SELECT 1 AS k, tenant_id, event_id, NULL AS id, NULL AS timezone, NULL::bigint AS lv, NULL::bigint AS ev,
+            NULL::bigint AS sv, NULL::int AS an, NULL::int AS tn, NULL::int AS ln FROM fresh
+     UNION ALL
+     SELECT 2, NULL, NULL, id, timezone, lv, ev, sv, an, tn, ln FROM t`,
+    [...markParams(events), tenants],
   );
-  for (const t of r.rows)
+  const inserted: Array<{ tenant_id: string; event_id: string }> = [];
+  const rows: TenantRow[] = [];
+  for (const x of r.rows) {
+    if (Number(x.k) === 1) inserted.push({ tenant_id: x.tenant_id!, event_id: x.event_id! });
+    else rows.push(x as TenantRow);
+  }
+  return { fresh: firstTimeIndexes(events, inserted), definitions: toDefinitions(rows) };
+}
+
+function toDefinitions(rows: readonly TenantRow[]): Map<string, TenantDefinitions> {
+  const out = new Map<string, TenantDefinitions>();
+  for (const t of rows)
     out.set(t.id, {
       timezone: t.timezone,
       versions: {

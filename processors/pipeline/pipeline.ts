@@ -11,7 +11,6 @@ import type { Sql } from '../../adapters/sql/types';
 import { forgetCounts, rememberCounts } from '../../core/definitions/presence';
 import type { AchievementEngine } from '../../core/achievements/progress';
 import type { Clock } from '../../core/clock';
-import { markProcessed } from '../../core/events/processed';
 import { eventView } from '../../core/leaderboards/definition';
 import type { FactBus } from '../../core/facts';
 import type { Granter } from '../../core/rewards/grant';
@@ -22,7 +21,7 @@ import { EVENTS_TOPIC, type EventRecord } from '../../schemas/topics';
 import { skip, type Outcome, type Processor } from '../framework';
 import { AchievementStep } from './achievements';
 import { EarningStep } from './earning';
-import { readTenants } from './definitions';
+import { markAndReadTenants } from './definitions';
 import { RankSync } from './rank-sync';
 import { ScoringStep } from './scoring';
 import { StreakStep } from './streaks';
@@ -65,7 +64,9 @@ export function pipelineProcessor(deps: PipelineDeps): Processor<EventRecord> {
     resumeFrom: (partitions, stored) => rankSync.resumeFrom(partitions, stored),
     maintain: (partitions, applied) => rankSync.repair(partitions, applied),
     async apply(q, batch) {
-      const fresh = await markProcessed(
+      // One statement: the dedupe, and the rows of the records' tenants FOR KEY SHARE with their
+      // time zones and definition versions (./definitions.ts).
+      const { fresh, definitions } = await markAndReadTenants(
         q,
         batch.fresh.map((r) => r.value),
       );
@@ -75,8 +76,6 @@ export function pipelineProcessor(deps: PipelineDeps): Processor<EventRecord> {
         return { index: recordIndex, record, event: record.value, view: eventView(record.value) };
       });
       const tenants = [...new Set(events.map((e) => e.event.tenant_id))];
-      // One statement: the tenants' rows FOR KEY SHARE with time zones and definition versions.
-      const definitions = await readTenants(q, tenants);
       rememberCounts(q, new Map([...definitions].map(([t, d]) => [t, d.counts])));
       const stepBatch: StepBatch = {
         partition: batch.partition,

@@ -10,7 +10,7 @@ import type { PgSql } from '../../adapters/sql/pg';
 import type { Queryable } from '../../adapters/sql/types';
 import { eventView } from '../../core/leaderboards/definition';
 import { createBoard } from '../../core/leaderboards/store';
-import { readTenants } from '../../processors/pipeline/definitions';
+import { markAndReadTenants, readTenants } from '../../processors/pipeline/definitions';
 import { ScoringStep } from '../../processors/pipeline/scoring';
 import { runSteps, type StepBatch, type StepsResult } from '../../processors/pipeline/step';
 import type { EventRecord } from '../../schemas/topics';
@@ -112,7 +112,8 @@ describe('tenant definitions read under concurrency [Postgres]', () => {
     let readDone!: () => void;
     const hasRead = new Promise<void>((r) => (readDone = r));
     const batch = sql.tx(async (q) => {
-      await readTenants(q, ['acme']);
+      // The pipeline's first statement: the dedupe and the tenants' rows FOR KEY SHARE.
+      await markAndReadTenants(q, [{ tenant_id: 'acme', event_id: 'lock-1', received_at: T0 }]);
       readDone();
       await paused;
       order.push('batch commits');
