@@ -22,6 +22,7 @@
 import { OSTree } from './ostree';
 import {
   centredOffset,
+  type ApplyOutcome,
   type RankedEntry,
   type RankEntry,
   type RankIndex,
@@ -89,20 +90,29 @@ export class MemoryRankIndex implements RankIndex {
   private closed = false;
 
   async apply(updates: RankUpdate[], wm: Watermark): Promise<boolean> {
+    return this.applyChecked(updates, wm, false) === 'applied';
+  }
+
+  async applyAfter(updates: RankUpdate[], wm: Watermark): Promise<ApplyOutcome> {
+    return this.applyChecked(updates, wm, true);
+  }
+
+  private applyChecked(updates: RankUpdate[], wm: Watermark, known: boolean): ApplyOutcome {
     this.open();
     if (!Array.isArray(updates)) throw new RankInputError('updates must be an array');
     const ups = updates.map(checkUpdate);
     const w = checkWatermark(wm);
     const key = wmKey(w.stream, w.partition);
     const stored = this.watermarks.get(key);
-    if (stored !== undefined && stored >= w.nextOffset) return false;
+    if (stored === undefined && known) return 'lost';
+    if (stored !== undefined && stored >= w.nextOffset) return 'replay';
     for (const u of ups) {
       let b = this.boards.get(u.board);
       if (!b) this.boards.set(u.board, (b = new Board()));
       b.upsert(u.member, u.score, u.tiebreak);
     }
     this.watermarks.set(key, w.nextOffset);
-    return true;
+    return 'applied';
   }
 
   async watermark(stream: string, partition: number): Promise<number | null> {

@@ -46,7 +46,15 @@
  */
 import { createHash, randomBytes } from 'node:crypto';
 import Redis, { type RedisOptions } from 'ioredis';
-import type { RankedEntry, RankEntry, RankIndex, RankPage, RankUpdate, Watermark } from './types';
+import type {
+  ApplyOutcome,
+  RankedEntry,
+  RankEntry,
+  RankIndex,
+  RankPage,
+  RankUpdate,
+  Watermark,
+} from './types';
 import {
   RankInputError,
   checkBoard,
@@ -149,13 +157,15 @@ class LuaScript {
 
 /**
  * KEYS[1] = watermark key; KEYS[2k], KEYS[2k+1] = zset and hash of one board.
- * ARGV[1] = next offset; then per update: index of the board's zset in KEYS, member id,
- * stored score, encoded member.
+ * ARGV[1] = next offset; ARGV[2] = '1' when the watermark must exist (`applyAfter`: answers 2 and
+ * applies nothing when it does not); then per update: index of the board's zset in KEYS, member
+ * id, stored score, encoded member. Answers 1 when applied, 0 for a replay.
  */
 const APPLY = new LuaScript(`
 local cur = redis.call('GET', KEYS[1])
+if not cur and ARGV[2] == '1' then return 2 end
 if cur and tonumber(cur) >= tonumber(ARGV[1]) then return 0 end
-for i = 2, #ARGV, 4 do
+for i = 3, #ARGV, 4 do
   local k = tonumber(ARGV[i])
   local z, h = KEYS[k], KEYS[k + 1]
   local member, score, enc = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
@@ -376,12 +386,21 @@ export class RedisRankIndex implements RankIndex {
   }
 
   async apply(updates: RankUpdate[], wm: Watermark): Promise<boolean> {
+    return (await this.applyScript(updates, wm, false)) === 'applied';
+  }
+
+  applyAfter(updates: RankUpdate[], wm: Watermark): Promise<ApplyOutcome> {
+    return this.applyScript(updates, wm, true);
+  }
+
+  /** One APPLY script call: the watermark check (and, with `known`, its existence) folded in. */
+  private async applyScript(updates: RankUpdate[], wm: Watermark, known: boolean): Promise<ApplyOutcome> {
     if (!Array.isArray(updates)) throw new RankInputError('updates must be an array');
     const ups = updates.map(checkUpdate);
     const w = checkWatermark(wm);
     const keys = [this.wmKey(w.stream, w.partition)];
     const boardIndex = new Map<string, number>();
-    const args: string[] = [String(w.nextOffset)];
+    const args: string[] = [String(w.nextOffset), known ? '1' : '0'];
     for (const u of ups) {
       let k = boardIndex.get(u.board);
       if (k === undefined) {
@@ -391,8 +410,8 @@ export class RedisRankIndex implements RankIndex {
       }
       args.push(String(k), u.member, storedScore(u.score), encodeMember(u.tiebreak, u.member));
     }
-    const r = await APPLY.run(this.redis, keys, args);
-    return Number(r) === 1;
+    const r = Number(await APPLY.run(this.redis, keys, args));
+    return r === 1 ? 'applied' : r === 2 ? 'lost' : 'replay';
   }
 
   async watermark(stream: string, partition: number): Promise<number | null> {

@@ -33,6 +33,9 @@ export interface Watermark {
   nextOffset: number;
 }
 
+/** What `applyAfter` did. */
+export type ApplyOutcome = 'applied' | 'replay' | 'lost';
+
 export interface RankedEntry extends RankEntry {
   /** 0-based position in the board's order. */
   position: number;
@@ -59,6 +62,14 @@ export interface RankIndex {
    * false is returned (a replay). Atomic: either all updates and the new watermark, or none.
    */
   apply(updates: RankUpdate[], wm: Watermark): Promise<boolean>;
+  /**
+   * `apply` for a batch after earlier ones of the stream's partition, with the check that the
+   * index still has their state folded in (one round trip on Redis): when no watermark is stored
+   * for (stream, partition) (the index lost its state), nothing is applied and `lost` is answered
+   * (the caller rebuilds the partition); `replay` when the stored watermark is already >=
+   * `wm.nextOffset`; else `applied`, atomically as `apply`.
+   */
+  applyAfter(updates: RankUpdate[], wm: Watermark): Promise<ApplyOutcome>;
   /** Next offset applied for (stream, partition), or null when never written. */
   watermark(stream: string, partition: number): Promise<number | null>;
   /** The member's entry and position, or null when absent. */

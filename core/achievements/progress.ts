@@ -22,6 +22,7 @@
  *
  * A completed pair no longer progresses. Deactivated achievements are never loaded, so they stop.
  */
+import { mayHave } from '../definitions/presence';
 import type { Queryable } from '../../adapters/sql/types';
 import { BatchState } from '../batch-state';
 import type { AchievementCompleted, FactBus, Reactions } from '../facts';
@@ -323,6 +324,9 @@ export function achievementReactions(engine: AchievementEngine): Reactions {
       }>
     >,
   ) => {
+    // A tenant the transaction read has no achievement (a pipeline batch) is not read.
+    for (const t of byTenant.keys()) if (!mayHave(q, t, 'achievements')) byTenant.delete(t);
+    if (byTenant.size === 0) return;
     const refs = [...new Set([...byTenant.values()].flat().map((x) => x.ref))];
     const defs = await activeByRefs(q, [...byTenant.keys()], refs);
     if (defs.size === 0) return;

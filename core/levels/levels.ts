@@ -4,6 +4,7 @@
  * (user_levels) and emits `level.reached`, to which levels react too by granting the items of the
  * system's reward config whose milestone (or threshold range) on metric `level` matches.
  */
+import { mayHave } from '../definitions/presence';
 import { randomUUID } from 'node:crypto';
 import type { Queryable } from '../../adapters/sql/types';
 import { definitionTable } from '../definitions/table';
@@ -166,6 +167,8 @@ export function levelReactions(facts: FactBus, granter: Granter): Reactions {
     on: {
       'wallet.credited': async (q, credits) => {
         for (const group of byTenantCurrency(credits)) {
+          // A tenant the transaction read has no level system (a pipeline batch) is not read.
+          if (!mayHave(q, group[0]!.tenant_id, 'level_systems')) continue;
           const r = await q.query<Row>(
             'SELECT * FROM level_systems WHERE tenant_id = $1 AND currency_id = $2',
             [group[0]!.tenant_id, group[0]!.currency_id],

@@ -3,6 +3,7 @@
  * min_lifetime_points they reached. Tiers react to `wallet.credited` (`tierReactions`); when a
  * user's tier changes they emit `tier.changed`, whose webhook the outbox enqueues (docs/webhooks.md).
  */
+import { mayHave } from '../definitions/presence';
 import type { Queryable } from '../../adapters/sql/types';
 import type { FactBus, Reactions, TierChanged, WalletMoved } from '../facts';
 
@@ -65,6 +66,8 @@ export function tierReactions(facts: FactBus): Reactions {
       'wallet.credited': async (q, credits) => {
         const changed: TierChanged[] = [];
         for (const group of byTenantCurrency(credits)) {
+          // A tenant the transaction read has no tier (a pipeline batch) is not read.
+          if (!mayHave(q, group[0]!.tenant_id, 'tiers')) continue;
           const tiers = await tiersOf(q, group[0]!.tenant_id, group[0]!.currency_id);
           if (tiers.length === 0) continue;
           for (const c of group) {

@@ -44,11 +44,19 @@ export class AchievementStep implements PipelineStep<AchievementsLoaded> {
     if (batch.events.length === 0) return { byTenant: new Map(), backfilling: new Set() };
     // The backfill seam: a backfill starts under FOR UPDATE of the tenant's row, so a batch
     // either loaded the tenant's achievements before that commit (and committed before it) or
-    // after it, seeing what the backfill set up (docs/achievements.md "Backfill").
-    await q.query('SELECT id FROM tenants WHERE id = ANY($1::text[]) ORDER BY id FOR KEY SHARE', [
-      [...batch.tenants],
-    ]);
-    const byTenant = await activeByRefs(q, batch.tenants, null);
+    // after it, seeing what the backfill set up (docs/achievements.md "Backfill"). With
+    // `definitions`, the pipeline took that lock before the steps ran (./definitions.ts), and a
+    // tenant with no achievement (its count read under that lock) is not read.
+    const defs = batch.definitions;
+    if (!defs)
+      await q.query('SELECT id FROM tenants WHERE id = ANY($1::text[]) ORDER BY id FOR KEY SHARE', [
+        [...batch.tenants],
+      ]);
+    const tenants = defs
+      ? batch.tenants.filter((t) => (defs.get(t)?.counts.achievements ?? 1) > 0)
+      : batch.tenants;
+    if (tenants.length === 0) return { byTenant: new Map(), backfilling: new Set() };
+    const byTenant = await activeByRefs(q, tenants, null);
     const backfilling = new Set<string>();
     if (byTenant.size > 0) {
       const r = await q.query<{ tenant_id: string; achievement_id: string }>(

@@ -16,6 +16,7 @@ import {
 } from '../../core/wallet/earning';
 import { WalletError, type Wallet } from '../../core/wallet/wallet';
 import { BatchState } from './batch-state';
+import { VersionedLoads } from './definitions';
 import {
   applied,
   nothing,
@@ -40,11 +41,18 @@ export const usage = new BatchState<Usage>({
 export class EarningStep implements PipelineStep<Map<string, ActiveRule[]>> {
   readonly name = 'earning_rules';
   private readonly rules = new EarningRules();
+  private readonly loaded = new VersionedLoads<ActiveRule>();
 
   constructor(private readonly wallet: Pick<Wallet, 'creditMany'>) {}
 
   load(q: Queryable, batch: StepBatch): Promise<Map<string, ActiveRule[]>> {
-    return this.rules.load(q, batch.events.length === 0 ? [] : batch.tenants);
+    if (batch.events.length === 0) return Promise.resolve(new Map());
+    // Per tenant, again only when its rules' version moved (./definitions.ts).
+    return this.loaded.get(
+      batch.tenants,
+      (t) => batch.definitions?.get(t)?.versions.earning_rules,
+      (tenants) => this.rules.load(q, tenants),
+    );
   }
 
   async apply(q: Queryable, batch: StepBatch, rules: Map<string, ActiveRule[]>): Promise<StepReport> {

@@ -7,10 +7,10 @@
  */
 import type { EventLog } from '../../adapters/eventlog/types';
 import type { RankIndex } from '../../adapters/ranks/types';
-import type { Queryable, Sql } from '../../adapters/sql/types';
+import type { Sql } from '../../adapters/sql/types';
+import { forgetCounts, rememberCounts } from '../../core/definitions/presence';
 import type { AchievementEngine } from '../../core/achievements/progress';
 import type { Clock } from '../../core/clock';
-import { markProcessed } from '../../core/events/processed';
 import { eventView } from '../../core/leaderboards/definition';
 import type { FactBus } from '../../core/facts';
 import type { Granter } from '../../core/rewards/grant';
@@ -21,6 +21,7 @@ import { EVENTS_TOPIC, type EventRecord } from '../../schemas/topics';
 import { skip, type Outcome, type Processor } from '../framework';
 import { AchievementStep } from './achievements';
 import { EarningStep } from './earning';
+import { markAndReadTenants } from './definitions';
 import { RankSync } from './rank-sync';
 import { ScoringStep } from './scoring';
 import { StreakStep } from './streaks';
@@ -63,7 +64,9 @@ export function pipelineProcessor(deps: PipelineDeps): Processor<EventRecord> {
     resumeFrom: (partitions, stored) => rankSync.resumeFrom(partitions, stored),
     maintain: (partitions, applied) => rankSync.repair(partitions, applied),
     async apply(q, batch) {
-      const fresh = await markProcessed(
+      // One statement: the dedupe, and the rows of the records' tenants FOR KEY SHARE with their
+      // time zones and definition versions (./definitions.ts).
+      const { fresh, definitions } = await markAndReadTenants(
         q,
         batch.fresh.map((r) => r.value),
       );
@@ -73,6 +76,7 @@ export function pipelineProcessor(deps: PipelineDeps): Processor<EventRecord> {
         return { index: recordIndex, record, event: record.value, view: eventView(record.value) };
       });
       const tenants = [...new Set(events.map((e) => e.event.tenant_id))];
+      rememberCounts(q, new Map([...definitions].map(([t, d]) => [t, d.counts])));
       const stepBatch: StepBatch = {
         partition: batch.partition,
         nextOffset: batch.nextOffset,
@@ -80,24 +84,20 @@ export function pipelineProcessor(deps: PipelineDeps): Processor<EventRecord> {
         events,
         replayed: batch.replayed.map((r) => r.value),
         tenants,
-        timezones: await tenantTimezones(q, tenants),
+        timezones: new Map([...definitions].map(([t, d]) => [t, d.timezone])),
         now: deps.clock.now(),
+        definitions,
       };
-      const run = await runSteps(q, steps, stepBatch);
+      let run;
+      try {
+        run = await runSteps(q, steps, stepBatch);
+      } finally {
+        forgetCounts(q);
+      }
       events.forEach((e, i) => {
         outcomes[e.index] = run.outcomes[i]!;
       });
       return { outcomes, afterCommit: run.afterCommit };
     },
   };
-}
-
-/** The IANA time zone of each tenant (a tenant without a row is missing from the map). */
-async function tenantTimezones(q: Queryable, tenants: string[]): Promise<Map<string, string>> {
-  if (tenants.length === 0) return new Map();
-  const r = await q.query<{ id: string; timezone: string }>(
-    'SELECT id, timezone FROM tenants WHERE id = ANY($1::text[])',
-    [tenants],
-  );
-  return new Map(r.rows.map((t) => [t.id, t.timezone]));
 }

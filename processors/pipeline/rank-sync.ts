@@ -91,11 +91,6 @@ export class RankSync {
     }
   }
 
-  /** Before applying a batch: when the index lost this partition's state, rebuild it first. */
-  async needsRebuild(partition: number, firstOffset: number): Promise<boolean> {
-    return firstOffset > 0 && (await this.deps.ranks.watermark(this.stream, partition)) === null;
-  }
-
   /** Loads every open-window score of the partition's users from SQL, then sets the watermark. */
   async rebuild(partition: number, sqlOffset: number): Promise<void> {
     const started = Date.now();
@@ -136,10 +131,6 @@ export class RankSync {
     nextOffset: number,
     firstOffset: number,
   ): Promise<void> {
-    if (await this.needsRebuild(partition, firstOffset)) {
-      await this.rebuild(partition, nextOffset);
-      return;
-    }
     const keep: RankUpdate[] = [];
     const drop = new Map<string, string[]>();
     for (const r of rows) {
@@ -151,11 +142,15 @@ export class RankSync {
           drop.set(b, [...(drop.get(b) ?? []), r.user_id]);
       } else keep.push(toUpdate(r));
     }
-    await this.deps.ranks.apply(this.acceptable(keep, partition), {
-      stream: this.stream,
-      partition,
-      nextOffset,
-    });
+    const updates = this.acceptable(keep, partition);
+    const wm = { stream: this.stream, partition, nextOffset };
+    // After the partition's first batch, the index must still hold the earlier batches: the check
+    // is folded into the apply (one round trip); when the index lost that state, rebuild instead.
+    if (firstOffset === 0) await this.deps.ranks.apply(updates, wm);
+    else if ((await this.deps.ranks.applyAfter(updates, wm)) === 'lost') {
+      await this.rebuild(partition, nextOffset);
+      return;
+    }
     for (const [b, members] of drop) await this.deps.ranks.remove(b, members);
   }
 }

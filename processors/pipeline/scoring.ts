@@ -25,6 +25,7 @@ import { CompileCache } from '../../core/rules/rules';
 import { WindowLookup } from '../../core/windows';
 import type { EventRecord } from '../../schemas/topics';
 import { BatchState } from './batch-state';
+import { VersionedLoads } from './definitions';
 import { openScoresOfUsers, type RankSync } from './rank-sync';
 import {
   applied,
@@ -87,20 +88,29 @@ export class ScoringStep implements PipelineStep<Scorers> {
   private readonly compiled = new CompileCache<Scorer>();
   /** The window lookup of each compiled scorer (its board's timeframe), kept as long as the scorer. */
   private readonly lookups = new WeakMap<Scorer, WindowLookup>();
+  /** The scorers of each tenant, by its leaderboards version. */
+  private readonly loaded = new VersionedLoads<Scorer>();
 
   /** `rankSync`: where the final scores go after the commit (none: SQL only, as in unit tests). */
   constructor(private readonly rankSync?: RankSync) {}
 
   async load(q: Queryable, batch: StepBatch): Promise<Scorers> {
-    const byTenant: Scorers = new Map();
-    if (batch.events.length === 0) return byTenant;
-    for (const b of await activeBoards(q, [...batch.tenants])) {
-      const s = this.compiled.get(`${b.tenant_id}\u0000${b.leaderboard_id}\u0000${b.version}`, () =>
-        compileScorer(b),
-      );
-      byTenant.set(b.tenant_id, [...(byTenant.get(b.tenant_id) ?? []), s]);
-    }
-    return byTenant;
+    if (batch.events.length === 0) return new Map();
+    // Per tenant, again only when its boards' version moved (./definitions.ts).
+    return this.loaded.get(
+      batch.tenants,
+      (t) => batch.definitions?.get(t)?.versions.leaderboards,
+      async (tenants) => {
+        const byTenant: Scorers = new Map();
+        for (const b of await activeBoards(q, tenants)) {
+          const s = this.compiled.get(`${b.tenant_id}\u0000${b.leaderboard_id}\u0000${b.version}`, () =>
+            compileScorer(b),
+          );
+          byTenant.set(b.tenant_id, [...(byTenant.get(b.tenant_id) ?? []), s]);
+        }
+        return byTenant;
+      },
+    );
   }
 
   async apply(q: Queryable, batch: StepBatch, scorers: Scorers): Promise<StepReport> {

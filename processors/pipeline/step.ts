@@ -25,6 +25,7 @@ import type { Queryable } from '../../adapters/sql/types';
 import type { EventView } from '../../core/expressions';
 import type { EventRecord } from '../../schemas/topics';
 import { deadLetter, ok, skip, type Outcome } from '../framework';
+import type { TenantDefinitions } from './definitions';
 
 /** One fresh event of the batch (seen for the first time), parsed once. */
 export interface StepEvent {
@@ -51,6 +52,13 @@ export interface StepBatch {
   readonly timezones: ReadonlyMap<string, string>;
   /** The batch's clock reading (Unix ms), the same for every step. */
   readonly now: number;
+  /**
+   * Set by the pipeline, which read the tenants' rows FOR KEY SHARE in this transaction before any
+   * step ran (./definitions.ts): each tenant's definition versions and counts, so that a step skips
+   * tenants without definitions and reloads only when a version moved. Absent (a batch built by a
+   * test): steps load, and lock what they need, themselves.
+   */
+  readonly definitions?: ReadonlyMap<string, TenantDefinitions>;
 }
 
 export type StepEffect =

@@ -29,6 +29,7 @@ import {
   type StepEffect,
   type StepReport,
 } from './step';
+import { VersionedLoads } from './definitions';
 
 export const LATE = 'late: the streak period of occurred_at has ended';
 
@@ -37,8 +38,17 @@ export class StreakStep implements PipelineStep<Map<string, CompiledStreak[]>> {
 
   constructor(private readonly deps: { facts: FactBus; granter: Granter }) {}
 
+  /** The compiled definitions of each tenant, by its streak definitions version. */
+  private readonly loaded = new VersionedLoads<CompiledStreak>();
+
   load(q: Queryable, batch: StepBatch): Promise<Map<string, CompiledStreak[]>> {
-    return activeDefinitions(q, batch.events.length === 0 ? [] : batch.tenants);
+    if (batch.events.length === 0) return Promise.resolve(new Map());
+    // Per tenant, again only when its definitions' version moved (./definitions.ts).
+    return this.loaded.get(
+      batch.tenants,
+      (t) => batch.definitions?.get(t)?.versions.streak_definitions,
+      (tenants) => activeDefinitions(q, tenants),
+    );
   }
 
   async apply(q: Queryable, batch: StepBatch, defs: Map<string, CompiledStreak[]>): Promise<StepReport> {

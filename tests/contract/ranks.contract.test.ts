@@ -349,6 +349,32 @@ describe.each(adapters)('RankIndex contract [%s]', (name, make) => {
     ).toBe(false);
   });
 
+  it('applyAfter: applies nothing and answers lost without a watermark; else as apply (replay, applied)', async () => {
+    const b = board();
+    const s = stream();
+    // No watermark (the index lost the partition's state, or never had it): nothing is applied.
+    expect(await idx.applyAfter([up(b, 'a', 1)], { stream: s, partition: 2, nextOffset: 10 })).toBe('lost');
+    expect(await idx.watermark(s, 2)).toBeNull();
+    expect(await idx.count(b)).toBe(0);
+    expect(await idx.apply([up(b, 'a', 1)], { stream: s, partition: 2, nextOffset: 10 })).toBe(true);
+    // Another partition's watermark does not count.
+    expect(await idx.applyAfter([up(b, 'x', 9)], { stream: s, partition: 3, nextOffset: 11 })).toBe('lost');
+    expect(await idx.applyAfter([up(b, 'a', 7)], { stream: s, partition: 2, nextOffset: 10 })).toBe('replay');
+    expect(
+      await idx.applyAfter([up(b, 'a', 5), up(b, 'c', 3)], { stream: s, partition: 2, nextOffset: 12 }),
+    ).toBe('applied');
+    expect(await idx.watermark(s, 2)).toBe(12);
+    expect(await idx.range(b, 0, 10)).toEqual([
+      { member: 'a', score: 5, tiebreak: 0, position: 0 },
+      { member: 'c', score: 3, tiebreak: 0, position: 1 },
+    ]);
+    // Invalid input is refused before anything runs, as in apply.
+    await expect(
+      idx.applyAfter([up(b, 'a', Number.NaN)], { stream: s, partition: 2, nextOffset: 13 }),
+    ).rejects.toThrow();
+    expect(await idx.watermark(s, 2)).toBe(12);
+  });
+
   it('keeps one watermark per (stream, partition), independent of the others', async () => {
     const b = board();
     const s = stream();
