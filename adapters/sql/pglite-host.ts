@@ -118,7 +118,11 @@ async function serve(): Promise<void> {
 
   port.on('message', (m: Request) => {
     run(m).then(
-      (value) => port.postMessage({ id: m.id, ok: true, value } satisfies Reply),
+      (value) => {
+        port.postMessage({ id: m.id, ok: true, value } satisfies Reply);
+        // Closed: let the thread end on its own once the answer is out (no terminate needed).
+        if (m.op === 'close') port.close();
+      },
       (err: unknown) => port.postMessage({ id: m.id, ok: false, error: serializeError(err) } satisfies Reply),
     );
   });

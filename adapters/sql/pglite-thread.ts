@@ -163,10 +163,19 @@ export class PgliteThreadSql implements Sql {
   async close(): Promise<void> {
     if (this.stopped) return;
     this.closing = true;
+    const ended = new Promise<void>((resolve) => this.worker.once('exit', () => resolve()));
     try {
       await this.call({ op: 'close' });
-    } finally {
+      // The host closes its port after answering and its thread ends by itself; terminate only
+      // a thread that does not (a close that failed, or one still busy after 5 s).
+      let timer: NodeJS.Timeout | undefined;
+      const late = new Promise<'late'>((r) => (timer = setTimeout(() => r('late'), 5000)));
+      const how = await Promise.race([ended, late]);
+      clearTimeout(timer);
+      if (how === 'late') await this.worker.terminate();
+    } catch (err) {
       await this.worker.terminate();
+      throw err;
     }
   }
 }

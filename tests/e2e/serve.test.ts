@@ -43,7 +43,11 @@ async function expectServing(p: Spawned): Promise<void> {
 
 async function expectGracefulStop(p: Spawned): Promise<void> {
   p.child.kill('SIGTERM');
-  expect(await p.exited).toBe(0);
+  const code = await p.exited;
+  if (code !== 0)
+    throw new Error(
+      `exit code ${code}, signal ${p.child.signalCode}; stderr: ${p.stderr()}; last logs: ${JSON.stringify(p.logs.slice(-5))}`,
+    );
   expect(p.logs.some((l) => l.msg === 'stopped')).toBe(true);
 }
 
