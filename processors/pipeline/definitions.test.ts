@@ -7,53 +7,17 @@
  */
 import type { Queryable, Sql } from '../../adapters/sql/types';
 import { forgetCounts, mayHave, rememberCounts } from '../../core/definitions/presence';
-import { eventView } from '../../core/leaderboards/definition';
 import { createBoard } from '../../core/leaderboards/store';
-import type { EventRecord } from '../../schemas/topics';
 import { openTestPglite } from '../../tests/support/stack';
+import { matchBatch } from '../../tests/support/step-batch';
 import { AchievementStep } from './achievements';
 import { markAndReadTenants, readTenants, VersionedLoads, type TenantDefinitions } from './definitions';
 import { ScoringStep } from './scoring';
-import { runSteps, type StepBatch } from './step';
+import { runSteps } from './step';
 
 const T0 = Date.parse('2026-11-20T10:00:00Z');
-let seq = 0;
-
-function batchOf(tenant: string, n: number, definitions?: ReadonlyMap<string, TenantDefinitions>): StepBatch {
-  const events = Array.from({ length: n }, (_, index) => {
-    const event: EventRecord = {
-      tenant_id: tenant,
-      event_id: `e${seq++}`,
-      type: 'match',
-      user_id: 'u1',
-      occurred_at: T0,
-      received_at: T0,
-      attrs_json: '{}',
-      actor_metadata_json: null,
-      subject_json: null,
-    };
-    const record = {
-      topic: 't',
-      partition: 0,
-      offset: index,
-      key: `${tenant}:u1`,
-      value: event,
-      timestamp: 0,
-    };
-    return { index, record, event, view: eventView(event) };
-  });
-  return {
-    partition: 0,
-    nextOffset: n,
-    firstOffset: 0,
-    events,
-    replayed: [],
-    tenants: [tenant],
-    timezones: new Map([[tenant, 'UTC']]),
-    now: T0 + 1000,
-    ...(definitions ? { definitions } : {}),
-  };
-}
+const batchOf = (tenant: string, n: number, definitions?: ReadonlyMap<string, TenantDefinitions>) =>
+  matchBatch(tenant, n, { at: T0, definitions });
 
 /** A Queryable that records the statements it runs. */
 function logging(q: Queryable, log: string[]): Queryable {

@@ -8,42 +8,17 @@
  */
 import type { PgSql } from '../../adapters/sql/pg';
 import type { Queryable } from '../../adapters/sql/types';
-import { eventView } from '../../core/leaderboards/definition';
 import { createBoard } from '../../core/leaderboards/store';
 import { markAndReadTenants, readTenants } from '../../processors/pipeline/definitions';
 import { ScoringStep } from '../../processors/pipeline/scoring';
-import { runSteps, type StepBatch, type StepsResult } from '../../processors/pipeline/step';
-import type { EventRecord } from '../../schemas/topics';
+import { runSteps, type StepsResult } from '../../processors/pipeline/step';
 import { dropTestPg, openTestPg, uniqueName } from '../support/stack';
+import { matchBatch } from '../support/step-batch';
 
 const T0 = Date.now();
-let seq = 0;
-
-function batchOf(definitions: Awaited<ReturnType<typeof readTenants>>): StepBatch {
-  const event: EventRecord = {
-    tenant_id: 'acme',
-    event_id: `e${seq++}`,
-    type: 'match',
-    user_id: 'u1',
-    occurred_at: T0,
-    received_at: T0,
-    attrs_json: '{}',
-    actor_metadata_json: null,
-    subject_json: null,
-  };
-  const record = { topic: 't', partition: 0, offset: seq, key: 'acme:u1', value: event, timestamp: 0 };
-  return {
-    partition: 0,
-    nextOffset: seq + 1,
-    firstOffset: seq,
-    events: [{ index: 0, record, event, view: eventView(event) }],
-    replayed: [],
-    tenants: ['acme'],
-    timezones: new Map([['acme', 'UTC']]),
-    now: T0 + 1000,
-    definitions,
-  };
-}
+let offset = 0;
+const batchOf = (definitions: Awaited<ReturnType<typeof readTenants>>) =>
+  matchBatch('acme', 1, { at: T0, firstOffset: offset++, definitions });
 
 const board = (id: string) => ({
   tenant_id: 'acme',
