@@ -7,6 +7,13 @@ import { TwoLaneMutex } from './mutex';
 
 const tick = () => new Promise((r) => setImmediate(r));
 
+/** A holder that records its name when it gets the lock and keeps it for one turn. */
+const holder = (m: TwoLaneMutex, order: string[]) => (name: string, lane: 'short' | 'long') =>
+  m.run(lane, async () => {
+    order.push(name);
+    await tick();
+  });
+
 describe('TwoLaneMutex', () => {
   it('lets one holder in at a time', async () => {
     const m = new TwoLaneMutex();
@@ -27,11 +34,7 @@ describe('TwoLaneMutex', () => {
   it('serves waiting short holders before waiting long ones, each lane in arrival order', async () => {
     const m = new TwoLaneMutex();
     const order: string[] = [];
-    const hold = (name: string, lane: 'short' | 'long') =>
-      m.run(lane, async () => {
-        order.push(name);
-        await tick();
-      });
+    const hold = holder(m, order);
     await Promise.all([
       hold('first', 'long'),
       hold('L1', 'long'),
@@ -45,11 +48,7 @@ describe('TwoLaneMutex', () => {
   it('lets a long holder in after a burst of short ones', async () => {
     const m = new TwoLaneMutex(3);
     const order: string[] = [];
-    const hold = (name: string, lane: 'short' | 'long') =>
-      m.run(lane, async () => {
-        order.push(name);
-        await tick();
-      });
+    const hold = holder(m, order);
     await Promise.all([
       hold('first', 'long'),
       hold('L1', 'long'),
