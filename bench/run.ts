@@ -47,6 +47,9 @@ const WORKLOADS: Record<string, { run: (b: Bench) => Promise<void>; limitMin: nu
   },
 };
 
+/** Workloads that are a part of another one: run only when named with --only. */
+const PARTS = new Set(['pipeline-distributed', 'embedded']);
+
 function parseArgs(argv: string[]) {
   const has = (f: string) => argv.includes(f);
   const val = (f: string) => {
@@ -60,7 +63,9 @@ function parseArgs(argv: string[]) {
       throw new Error(`unexpected argument ${a}`);
   }
   const full = has('--full');
-  const only = val('--only')?.split(',') ?? Object.keys(WORKLOADS);
+  // By default every workload once: `pipeline-distributed` and `embedded` are parts of others
+  // (for --only), so a full run measures them once, not twice.
+  const only = val('--only')?.split(',') ?? Object.keys(WORKLOADS).filter((w) => !PARTS.has(w));
   for (const w of only)
     if (!WORKLOADS[w]) throw new Error(`unknown workload ${w} (${Object.keys(WORKLOADS).join(', ')})`);
   const profile: Profile = { ...PROFILES[full ? 'full' : 'quick'] };
