@@ -9,7 +9,7 @@ import type { Queryable, Sql } from '../../adapters/sql/types';
 import { forgetCounts, mayHave, rememberCounts } from '../../core/definitions/presence';
 import { createBoard } from '../../core/leaderboards/store';
 import { openTestPglite } from '../../tests/support/stack';
-import { matchBatch } from '../../tests/support/step-batch';
+import { matchBatch, matchBoard } from '../../tests/support/step-batch';
 import { AchievementStep } from './achievements';
 import { markAndReadTenants, readTenants, VersionedLoads, type TenantDefinitions } from './definitions';
 import { ScoringStep } from './scoring';
@@ -30,17 +30,7 @@ function logging(q: Queryable, log: string[]): Queryable {
   };
 }
 
-const board = (tenant: string, id: string) => ({
-  tenant_id: tenant,
-  leaderboard_id: id,
-  name: id,
-  description: null,
-  reward_config_id: null,
-  config: {
-    timeframe: { type: 'all_time' as const, timezone: 'UTC' },
-    scoring: { rules: [{ event_type: 'match' }], aggregation: 'count' as const },
-  },
-});
+const board = matchBoard;
 
 async function addTenant(sql: Sql, id: string) {
   await sql.query(

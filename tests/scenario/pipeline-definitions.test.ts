@@ -13,24 +13,14 @@ import { markAndReadTenants, readTenants } from '../../processors/pipeline/defin
 import { ScoringStep } from '../../processors/pipeline/scoring';
 import { runSteps, type StepsResult } from '../../processors/pipeline/step';
 import { dropTestPg, openTestPg, uniqueName } from '../support/stack';
-import { matchBatch } from '../support/step-batch';
+import { matchBatch, matchBoard } from '../support/step-batch';
 
 const T0 = Date.now();
 let offset = 0;
 const batchOf = (definitions: Awaited<ReturnType<typeof readTenants>>) =>
   matchBatch('acme', 1, { at: T0, firstOffset: offset++, definitions });
 
-const board = (id: string) => ({
-  tenant_id: 'acme',
-  leaderboard_id: id,
-  name: id,
-  description: null,
-  reward_config_id: null,
-  config: {
-    timeframe: { type: 'all_time' as const, timezone: 'UTC' },
-    scoring: { rules: [{ event_type: 'match' }], aggregation: 'count' as const },
-  },
-});
+const board = (id: string) => matchBoard('acme', id);
 
 describe('tenant definitions read under concurrency [Postgres]', () => {
   const schema = uniqueName('defs');

@@ -51,3 +51,16 @@ export function matchBatch(
     ...(opts.definitions ? { definitions: opts.definitions } : {}),
   };
 }
+
+/** A board of `tenant` counting its `match` events over all time, in UTC (what matchBatch sends). */
+export const matchBoard = (tenant: string, id: string) => ({
+  tenant_id: tenant,
+  leaderboard_id: id,
+  name: id,
+  description: null,
+  reward_config_id: null,
+  config: {
+    timeframe: { type: 'all_time' as const, timezone: 'UTC' },
+    scoring: { rules: [{ event_type: 'match' }], aggregation: 'count' as const },
+  },
+});
