@@ -63,9 +63,6 @@ async function serve(opts: { roles?: string; processes?: string }): Promise<void
     throw err;
   }
   if (isFirstWorker()) await welcome(app, running);
-  const urls = Object.fromEntries(running.listening.map((l) => [l.gateway, l.url]));
-  log.info({ roles: running.roles, pid: process.pid, ...urls }, 'ludus is up');
-
   let stopping = false;
   const shutdown = async (signal: string) => {
     if (stopping) return;
@@ -81,8 +78,12 @@ async function serve(opts: { roles?: string; processes?: string }): Promise<void
     log.info('stopped');
     process.exit(0);
   };
+  // Before "ludus is up": whoever waits for that line may signal at once, and a signal that
+  // arrives before its handler ends the process without a graceful stop.
   process.on('SIGTERM', () => void shutdown('SIGTERM'));
   process.on('SIGINT', () => void shutdown('SIGINT'));
+  const urls = Object.fromEntries(running.listening.map((l) => [l.gateway, l.url]));
+  log.info({ roles: running.roles, pid: process.pid, ...urls }, 'ludus is up');
 }
 
 async function runMigrate(): Promise<void> {
