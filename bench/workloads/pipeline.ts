@@ -482,7 +482,13 @@ export async function embedded(b: Bench): Promise<void> {
 
   // Backlog drain: ingest N events (role ingest), then drain them (roles api,processors).
   const drains: Array<
-    DrainRun & { ingest: unknown; stallMs: number; gatewayP99Ms: number; doneAfterSpawnS: number }
+    DrainRun & {
+      ingest: unknown;
+      stallMs: number;
+      gatewayP99Ms: number;
+      gatewayP99MsByEndpoint: Record<string, number>;
+      doneAfterSpawnS: number;
+    }
   > = [];
   for (let i = 0; i < p.runs; i++) {
     const dir = copy('pipeline-embedded-drain');
@@ -529,29 +535,35 @@ export async function embedded(b: Bench): Promise<void> {
     let stallMs = 0;
     // Answers are counted once the drain is under way (a first record processed): the process's
     // start (modules, the database thread, the rank index) is not part of "during a drain".
+    // Each endpoint's answers are also kept apart, so that a slow p99 names its cause.
     let draining = false;
     const answers: number[] = [];
-    const timed = async (url: string, headers: Record<string, string> = {}) => {
+    const byEndpoint: Record<'metrics' | 'health' | 'rank', number[]> = { metrics: [], health: [], rank: [] };
+    const timed = async <T>(what: keyof typeof byEndpoint, call: () => Promise<T>): Promise<T> => {
       const ts = Date.now();
+      const out = await call();
+      if (draining) {
+        answers.push(Date.now() - ts);
+        byEndpoint[what].push(Date.now() - ts);
+      }
+      return out;
+    };
+    const get = async (url: string, headers: Record<string, string> = {}) => {
       const r = await fetch(url, { headers, signal: AbortSignal.timeout(60000) });
       await r.arrayBuffer();
-      if (draining) answers.push(Date.now() - ts);
     };
     try {
       const deadline = Date.now() + Math.max(180_000, (N / 100) * 1000);
       for (;;) {
         const ts = Date.now();
         const [n] = await Promise.all([
-          processedFromMetrics(proc.url.query).catch(() => -1),
-          timed(`${proc.url.query}/health`).catch(() => undefined),
-          timed(`${proc.url.query}/v1/leaderboards/matches/rank/u1`, {
-            authorization: `Bearer ${token}`,
-          }).catch(() => undefined),
+          timed('metrics', () => processedFromMetrics(proc.url.query)).catch(() => -1),
+          timed('health', () => get(`${proc.url.query}/health`)).catch(() => undefined),
+          timed('rank', () =>
+            get(`${proc.url.query}/v1/leaderboards/matches/rank/u1`, { authorization: `Bearer ${token}` }),
+          ).catch(() => undefined),
         ]);
-        if (n >= 0 && draining) {
-          stallMs = Math.max(stallMs, Date.now() - ts);
-          answers.push(Date.now() - ts);
-        }
+        if (n >= 0 && draining) stallMs = Math.max(stallMs, Date.now() - ts);
         if (n > 0) draining = true;
         if (n >= ingest.accepted) break;
         if (Date.now() > deadline) throw new Error(`embedded drain: ${n} of ${ingest.accepted} processed`);
@@ -577,12 +589,15 @@ export async function embedded(b: Bench): Promise<void> {
         stallMs,
         gatewayP99Ms: percentile(answers, 99),
         gatewayAnswers: answers.length,
+        gatewayP99MsByEndpoint: Object.fromEntries(
+          Object.entries(byEndpoint).map(([k, v]) => [k, percentile(v, 99)]),
+        ),
         doneAfterSpawnS: doneS,
         ingest,
       };
       drains.push(run);
       progress(
-        `pipeline embedded drain run ${i + 1}/${p.runs}: ${Math.round(run.eventsPerS)} events/s (${seconds.toFixed(1)} s; meanwhile ${answers.length} gateway answers, p99 ${run.gatewayP99Ms} ms, longest /metrics ${stallMs} ms)`,
+        `pipeline embedded drain run ${i + 1}/${p.runs}: ${Math.round(run.eventsPerS)} events/s (${seconds.toFixed(1)} s; meanwhile ${answers.length} gateway answers, p99 ${run.gatewayP99Ms} ms: /metrics ${run.gatewayP99MsByEndpoint.metrics} ms, /health ${run.gatewayP99MsByEndpoint.health} ms, rank ${run.gatewayP99MsByEndpoint.rank} ms; slowest round ${stallMs} ms)`,
       );
     } finally {
       await sql.close();
@@ -602,7 +617,7 @@ export async function embedded(b: Bench): Promise<void> {
         met: figure(drains.map((r) => r.gatewayP99Ms)).median < 100,
       },
     ],
-    note: `gateway answers during the drain: p99 ${figure(drains.map((r) => r.gatewayP99Ms)).median} ms; longest /metrics ${figure(drains.map((r) => r.stallMs)).median} ms (medians of the runs)`,
+    note: `gateway answers during the drain: p99 ${figure(drains.map((r) => r.gatewayP99Ms)).median} ms; /metrics ${figure(drains.map((r) => r.gatewayP99MsByEndpoint.metrics!)).median} ms, /health ${figure(drains.map((r) => r.gatewayP99MsByEndpoint.health!)).median} ms, rank lookup ${figure(drains.map((r) => r.gatewayP99MsByEndpoint.rank!)).median} ms; slowest round of the three ${figure(drains.map((r) => r.stallMs)).median} ms (medians of the runs)`,
   });
 
   // End to end: every role in one process, wrk sending bulk requests for e2eS seconds.

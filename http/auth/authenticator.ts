@@ -12,6 +12,7 @@ import type { ApiKey, Tenant, TenantSecrets, TenantStore } from '../../core/tena
 import { ApiError, errors } from '../errors';
 import { FailureGate } from './failures';
 import { VerifiedTokenCache } from './token-cache';
+import { ReadThroughCache } from '../../shared/read-through-cache';
 
 export type Principal =
   | { kind: 'root' }
@@ -69,11 +70,10 @@ export interface AuthenticatorOptions {
 }
 
 export class Authenticator {
-  private readonly cache = new Map<string, { at: number; value: TenantSecrets | null }>();
-  /** Tenant reads in flight (see `tenant`). */
-  private readonly reading = new Map<string, Promise<TenantSecrets | null>>();
-  /** Identity-provider lookups by (issuer, organisation values), negative answers included. */
-  private readonly idpCache = new Map<string, { at: number; value: Tenant | null }>();
+  /** Tenants with their secrets, and identity-provider lookups by (issuer, organisation values):
+   * both with negative answers, renewed ahead of their expiry (shared/read-through-cache.ts). */
+  private readonly cache: ReadThroughCache<TenantSecrets>;
+  private readonly idpCache: ReadThroughCache<Tenant>;
   /** One key set per JWKS URL: jose caches its keys and refetches at most every 30 s. */
   private readonly jwks = new Map<string, ReturnType<typeof createRemoteJWKSet>>();
   /** Addresses whose failed-authentication budget is spent (http/route.ts). */
@@ -83,47 +83,33 @@ export class Authenticator {
 
   constructor(private readonly opts: AuthenticatorOptions) {
     this.tokens = new VerifiedTokenCache<Principal>({ ttlMs: opts.tokenCacheMs ?? 0, maxEntries: MAX_CACHE });
+    const cached = {
+      now: () => opts.clock.now(),
+      ttlMs: opts.tenantCacheMs,
+      maxEntries: MAX_CACHE,
+      cacheMisses: true,
+    };
+    this.cache = new ReadThroughCache<TenantSecrets>(cached);
+    this.idpCache = new ReadThroughCache<Tenant>(cached);
   }
 
   /** Forget cached credentials of a tenant (after an update in this process). */
   invalidate(tenantId?: string): void {
-    if (tenantId === undefined) {
-      this.cache.clear();
-      this.reading.clear();
-    } else {
-      this.cache.delete(tenantId);
-      this.reading.delete(tenantId);
-    }
+    if (tenantId === undefined) this.cache.clear();
+    else this.cache.forget(tenantId);
     this.tokens.invalidate(tenantId);
     // Identity-provider answers are keyed by issuer, not tenant: any tenant change drops them all.
     this.idpCache.clear();
   }
 
   /**
-   * A tenant with its secrets, cached for tenantCacheMs. Concurrent misses of one tenant (every
-   * request in flight when the entry runs out) share one store read; `invalidate` drops the read
-   * in flight, and a read whose tenant was invalidated meanwhile is not remembered.
+   * A tenant with its secrets, cached for tenantCacheMs (negative answers too). Concurrent misses
+   * of one tenant share one store read; an entry in use is renewed in the background before it
+   * runs out; `invalidate` drops the read in flight, and a read whose tenant was invalidated
+   * meanwhile is not remembered.
    */
-  async tenant(id: string): Promise<TenantSecrets | null> {
-    const now = this.opts.clock.now();
-    const hit = this.cache.get(id);
-    if (hit && now - hit.at < this.opts.tenantCacheMs) return hit.value;
-    const running = this.reading.get(id);
-    if (running) return running;
-    const p = this.opts.tenants
-      .getTenantSecrets(id)
-      .then((value) => {
-        if (this.reading.get(id) === p) {
-          if (this.cache.size > 10000) this.cache.clear();
-          this.cache.set(id, { at: now, value });
-        }
-        return value;
-      })
-      .finally(() => {
-        if (this.reading.get(id) === p) this.reading.delete(id);
-      });
-    this.reading.set(id, p);
-    return p;
+  tenant(id: string): Promise<TenantSecrets | null> {
+    return this.cache.get(id, () => this.opts.tenants.getTenantSecrets(id));
   }
 
   // ---- admin gateway -------------------------------------------------------------------
@@ -251,19 +237,12 @@ export class Authenticator {
     const key = createHash('sha256')
       .update(JSON.stringify([issuer, values]))
       .digest('base64');
-    const now = this.opts.clock.now();
-    const hit = this.idpCache.get(key);
-    let found: Tenant[];
-    if (hit && now - hit.at < this.opts.tenantCacheMs) {
-      found = hit.value ? [hit.value] : [];
-    } else {
-      found = (await this.opts.tenants.findTenantsByIdpValues(issuer, values)).filter(
+    return this.idpCache.get(key, async () => {
+      const found = (await this.opts.tenants.findTenantsByIdpValues(issuer, values)).filter(
         (t) => t.idp && claims[t.idp.org_claim] === t.idp.org_value,
       );
-      if (this.idpCache.size >= MAX_CACHE) this.idpCache.clear();
-      this.idpCache.set(key, { at: now, value: found[0] ?? null });
-    }
-    return found[0] ?? null;
+      return found[0] ?? null;
+    });
   }
 
   /**
