@@ -142,4 +142,44 @@ describe('LeaderboardCache', () => {
     expect((await cache.board(q, 't', 'lb'))?.name).toBe('three');
     expect(state.reads).toBe(5);
   });
+
+  test('closed windows: a page and the size are read once per process, whatever the TTL', async () => {
+    const cache = new LeaderboardCache({ clock: new ManualClock(1000), ttlMs: 0 });
+    const texts: string[] = [];
+    const score = (user_id: string, s: number) => ({
+      ...key,
+      user_id,
+      score: s,
+      total: s,
+      n: 1,
+      tiebreak: 0,
+      partition: 0,
+    });
+    const q: Queryable = {
+      query: async <R>(text: string, params?: unknown[]) => {
+        texts.push(text);
+        if (text.includes('count(*)')) return { rows: [{ n: 3 }] as R[], rowCount: 1 };
+        const offset = Number(params?.[4]);
+        const rows = [score('a', 3), score('b', 2), score('c', 1)].slice(
+          offset,
+          offset + Number(params?.[3]),
+        );
+        return { rows: rows as R[], rowCount: rows.length };
+      },
+      exec: async () => undefined,
+    };
+    const first = await cache.closedPage(q, key, 0, 2);
+    expect(first.rows.map((r) => r.user_id)).toEqual(['a', 'b']);
+    expect(first.total).toBe(3);
+    expect(texts).toHaveLength(2);
+    expect(await cache.closedPage(q, key, 0, 2)).toEqual(first);
+    expect(await cache.closedSize(q, key)).toBe(3);
+    expect(texts).toHaveLength(2);
+    // Another page is another read (its size is known).
+    expect((await cache.closedPage(q, key, 2, 2)).rows.map((r) => r.user_id)).toEqual(['c']);
+    expect(texts).toHaveLength(3);
+    // Another window is another read.
+    await cache.closedSize(q, { ...key, window_key: '2026-11-21' });
+    expect(texts).toHaveLength(4);
+  });
 });

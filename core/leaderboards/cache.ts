@@ -13,10 +13,21 @@ import type { Queryable } from '../../adapters/sql/types';
 import { ReadThroughCache } from '../../shared/read-through-cache';
 import type { Clock } from '../clock';
 import type { Leaderboard } from './definition';
-import { getBoard, getWindow, windowId, type WindowKey, type WindowRow } from './store';
+import {
+  countEntries,
+  getBoard,
+  getWindow,
+  standings,
+  windowId,
+  type ScoreRow,
+  type WindowKey,
+  type WindowRow,
+} from './store';
 
 /** Entries per map before it is cleared (a bound on memory, as the tenant cache has). */
 const MAX_ENTRIES = 10_000;
+/** Pages of closed windows kept per process (at most 1,000 entries each). */
+const MAX_CLOSED_PAGES = 1_000;
 
 /**
  * Both maps are ReadThroughCaches (shared/read-through-cache.ts): concurrent misses of one entry
@@ -26,6 +37,14 @@ const MAX_ENTRIES = 10_000;
 export class LeaderboardCache {
   private readonly boards: ReadThroughCache<Leaderboard>;
   private readonly windows: ReadThroughCache<WindowRow>;
+  /**
+   * Pages and sizes of closed windows. A closed window's scores never change (the pipeline skips
+   * events of a closed window, and nothing else writes scores), so they are kept until evicted,
+   * whatever the TTL: a closed window's page is one scan of the window's rows with a top-N sort
+   * (migration 017), paid once per page and process.
+   */
+  private readonly closedPages: ReadThroughCache<{ rows: ScoreRow[]; total: number }>;
+  private readonly closedSizes: ReadThroughCache<number>;
 
   constructor(opts: { clock: Clock; ttlMs: number }) {
     const now = () => opts.clock.now();
@@ -36,6 +55,28 @@ export class LeaderboardCache {
       maxEntries: MAX_ENTRIES,
       keep: (w) => w.status === 'closed',
     });
+    const always = () => true;
+    this.closedPages = new ReadThroughCache({ now, ttlMs: 0, maxEntries: MAX_CLOSED_PAGES, keep: always });
+    this.closedSizes = new ReadThroughCache({ now, ttlMs: 0, maxEntries: MAX_ENTRIES, keep: always });
+  }
+
+  /** A page of a closed window in board order, with the window's size (kept until evicted). */
+  async closedPage(
+    q: Queryable,
+    k: WindowKey,
+    offset: number,
+    limit: number,
+  ): Promise<{ rows: ScoreRow[]; total: number }> {
+    const page = await this.closedPages.get(`${windowId(k)}\u0000${offset}\u0000${limit}`, async () => {
+      const [rows, total] = await Promise.all([standings(q, k, offset, limit), this.closedSize(q, k)]);
+      return { rows, total };
+    });
+    return page!;
+  }
+
+  /** The number of entries of a closed window (kept until evicted). */
+  async closedSize(q: Queryable, k: WindowKey): Promise<number> {
+    return (await this.closedSizes.get(windowId(k), () => countEntries(q, k)))!;
   }
 
   /** A board definition, cached for ttlMs; null (not cached) when there is none. */

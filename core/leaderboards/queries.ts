@@ -13,11 +13,9 @@ import { rankPolicy, type Leaderboard } from './definition';
 import { rankRun } from './ranking';
 import {
   countAbove,
-  countEntries,
   getScore,
   latestClosedWindow,
   positionOf,
-  standings,
   type WindowKey,
   type WindowRow,
 } from './store';
@@ -147,10 +145,7 @@ export class LeaderboardQueries {
       const r = await this.deps.ranks.page(boardKey(w.key), offset, limit);
       return this.ranked(board, w, toRows(r.entries), r.total, offset, limit);
     }
-    const [rows, total] = await Promise.all([
-      standings(this.deps.sql, w.key, offset, limit),
-      countEntries(this.deps.sql, w.key),
-    ]);
+    const { rows, total } = await this.cache.closedPage(this.deps.sql, w.key, offset, limit);
     return this.ranked(board, w, rows, total, offset, limit);
   }
 
@@ -222,7 +217,7 @@ export class LeaderboardQueries {
     const me = await this.locate(w, userId);
     let offset = 0;
     // The user in the middle (the lower middle for an even limit); a full page near the end.
-    if (me) offset = centredOffset(me.position, limit, await countEntries(this.deps.sql, w.key));
+    if (me) offset = centredOffset(me.position, limit, await this.cache.closedSize(this.deps.sql, w.key));
     return { ...(await this.page(board, w, offset, limit)), found: me !== null };
   }
 
