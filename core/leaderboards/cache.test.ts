@@ -143,7 +143,7 @@ describe('LeaderboardCache', () => {
     expect(state.reads).toBe(5);
   });
 
-  test('closed windows: a page and the size are read once per process, whatever the TTL', async () => {
+  test('closed windows: a page (up to 100 entries) and the size are read once per process, whatever the TTL', async () => {
     const cache = new LeaderboardCache({ clock: new ManualClock(1000), ttlMs: 0 });
     const texts: string[] = [];
     const score = (user_id: string, s: number) => ({
@@ -181,5 +181,9 @@ describe('LeaderboardCache', () => {
     // Another window is another read.
     await cache.closedSize(q, { ...key, window_key: '2026-11-21' });
     expect(texts).toHaveLength(4);
+    // A page longer than 100 entries is read each time (memory is bounded by entries kept).
+    await cache.closedPage(q, key, 0, 101);
+    await cache.closedPage(q, key, 0, 101);
+    expect(texts).toHaveLength(6);
   });
 });

@@ -19,15 +19,20 @@ import {
   getWindow,
   standings,
   windowId,
-  type ScoreRow,
   type WindowKey,
   type WindowRow,
 } from './store';
 
 /** Entries per map before it is cleared (a bound on memory, as the tenant cache has). */
 const MAX_ENTRIES = 10_000;
-/** Pages of closed windows kept per process (at most 1,000 entries each). */
+/** Pages of closed windows kept per process, and the longest page kept. */
 const MAX_CLOSED_PAGES = 1_000;
+const CACHED_PAGE_LIMIT = 100;
+
+export interface ClosedPage {
+  rows: Array<{ user_id: string; score: number }>;
+  total: number;
+}
 
 /**
  * Both maps are ReadThroughCaches (shared/read-through-cache.ts): concurrent misses of one entry
@@ -43,7 +48,7 @@ export class LeaderboardCache {
    * whatever the TTL: a closed window's page is one scan of the window's rows with a top-N sort
    * (migration 017), paid once per page and process.
    */
-  private readonly closedPages: ReadThroughCache<{ rows: ScoreRow[]; total: number }>;
+  private readonly closedPages: ReadThroughCache<ClosedPage>;
   private readonly closedSizes: ReadThroughCache<number>;
 
   constructor(opts: { clock: Clock; ttlMs: number }) {
@@ -60,18 +65,19 @@ export class LeaderboardCache {
     this.closedSizes = new ReadThroughCache({ now, ttlMs: 0, maxEntries: MAX_ENTRIES, keep: always });
   }
 
-  /** A page of a closed window in board order, with the window's size (kept until evicted). */
-  async closedPage(
-    q: Queryable,
-    k: WindowKey,
-    offset: number,
-    limit: number,
-  ): Promise<{ rows: ScoreRow[]; total: number }> {
-    const page = await this.closedPages.get(`${windowId(k)}\u0000${offset}\u0000${limit}`, async () => {
+  /**
+   * A page of a closed window in board order (user and score), with the window's size. Pages of
+   * up to CACHED_PAGE_LIMIT entries are kept until evicted; a longer page is read each time, so
+   * that the memory held is bounded by entries, not by what clients ask for (1,000 pages of at
+   * most 100 entries).
+   */
+  async closedPage(q: Queryable, k: WindowKey, offset: number, limit: number): Promise<ClosedPage> {
+    const read = async (): Promise<ClosedPage> => {
       const [rows, total] = await Promise.all([standings(q, k, offset, limit), this.closedSize(q, k)]);
-      return { rows, total };
-    });
-    return page!;
+      return { rows: rows.map((r) => ({ user_id: r.user_id, score: r.score })), total };
+    };
+    if (limit > CACHED_PAGE_LIMIT) return read();
+    return (await this.closedPages.get(`${windowId(k)}\u0000${offset}\u0000${limit}`, read))!;
   }
 
   /** The number of entries of a closed window (kept until evicted). */
