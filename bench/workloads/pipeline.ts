@@ -543,8 +543,9 @@ export async function embedded(b: Bench): Promise<void> {
       const ts = Date.now();
       const out = await call();
       if (draining) {
-        answers.push(Date.now() - ts);
-        byEndpoint[what].push(Date.now() - ts);
+        const ms = Date.now() - ts;
+        answers.push(ms);
+        byEndpoint[what].push(ms);
       }
       return out;
     };

@@ -1,13 +1,14 @@
 /**
  * Per-process caches of the query gateway's SQL reads: board definitions and window rows, so that a
- * rank or score lookup does not pay two SQL round trips before it reaches the rank index.
+ * rank or score lookup does not pay two SQL round trips before it reaches the rank index, and the
+ * pages and sizes of closed windows, which no longer change.
  *
  * Staleness bound (docs/leaderboards.md "Caching"): a board definition and an open window's row are
  * kept for `ttlMs` (LUDUS_TENANT_CACHE_MS, like tenant credentials). Writes through this process
  * (admin updates, window closes) forget the entry at once; writes by another process take effect
- * within `ttlMs`. A closed window's row never changes back, so it is kept until evicted. Misses (no
- * such board, no window row yet) are never cached: a board created or a window opened elsewhere is
- * seen at once.
+ * within `ttlMs`. A closed window's row, pages and size never change, so they are kept until
+ * evicted. Misses (no such board, no window row yet) are never cached: a board created or a window
+ * opened elsewhere is seen at once.
  */
 import type { Queryable } from '../../adapters/sql/types';
 import { ReadThroughCache } from '../../shared/read-through-cache';
@@ -35,7 +36,7 @@ export interface ClosedPage {
 }
 
 /**
- * Both maps are ReadThroughCaches (shared/read-through-cache.ts): concurrent misses of one entry
+ * Every map is a ReadThroughCache (shared/read-through-cache.ts): concurrent misses of one entry
  * share one SQL read, an entry in use is renewed in the background once it is half its TTL old
  * (requests do not wait for that read), and a forget drops the read in flight too.
  */

@@ -30,8 +30,6 @@ function logging(q: Queryable, log: string[]): Queryable {
   };
 }
 
-const board = matchBoard;
-
 async function addTenant(sql: Sql, id: string) {
   await sql.query(
     `INSERT INTO tenants (id, name, jwt_secret_enc, hmac_secret_enc, created_at, updated_at) VALUES ($1, $1, 'x', 'x', now(), now())`,
@@ -56,7 +54,7 @@ describe('tenant definition versions and counts (migration 016) [PGlite]', () =>
       earning_rules: 0,
       streak_definitions: 0,
     });
-    await createBoard(sql, board('acme', 'b1'), T0);
+    await createBoard(sql, matchBoard('acme', 'b1'), T0);
     expect((await defsOf('acme')).versions.leaderboards).toBe(1);
     await sql.query(`UPDATE leaderboards SET status = 'archived' WHERE tenant_id = 'acme' AND id = 'b1'`);
     expect((await defsOf('acme')).versions.leaderboards).toBe(2);
@@ -65,7 +63,7 @@ describe('tenant definition versions and counts (migration 016) [PGlite]', () =>
     // Rolled back with the write.
     await expect(
       sql.tx(async (q) => {
-        await createBoard(q, board('acme', 'b2'), T0);
+        await createBoard(q, matchBoard('acme', 'b2'), T0);
         throw new Error('abort');
       }),
     ).rejects.toThrow('abort');
@@ -137,7 +135,7 @@ describe('tenant definition versions and counts (migration 016) [PGlite]', () =>
     expect((await run('quiet')).log).toHaveLength(2);
     expect((await run('quiet')).log).toEqual([expect.stringMatching(/^SELECT id, timezone.*FOR KEY SHARE$/)]);
     // A board created between batches applies to the next batch.
-    await createBoard(sql, board('quiet', 'games'), T0);
+    await createBoard(sql, matchBoard('quiet', 'games'), T0);
     const after = await run('quiet');
     expect(after.kinds).toEqual(['ok', 'ok']);
     expect(after.log.some((s) => s.startsWith('SELECT * FROM leaderboards'))).toBe(true);
@@ -154,7 +152,7 @@ describe('tenant definition versions and counts (migration 016) [PGlite]', () =>
     await runWith(before); // caches "no boards" at this version
     // The batch read its tenants' rows, then a board was committed before its steps ran.
     const stale = await read();
-    await createBoard(sql, board('racy', 'late'), T0);
+    await createBoard(sql, matchBoard('racy', 'late'), T0);
     expect((await runWith(stale)).outcomes[0]!.kind).toBe('skip');
     // The next batch reads the new version and applies the board.
     expect((await runWith(await read())).outcomes[0]!.kind).toBe('ok');
