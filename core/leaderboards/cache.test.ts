@@ -181,9 +181,12 @@ describe('LeaderboardCache', () => {
     // Another window is another read.
     await cache.closedSize(q, { ...key, window_key: '2026-11-21' });
     expect(texts).toHaveLength(4);
+    // Another tenant's window of the same board id and key is its own entry (never shared).
+    await cache.closedPage(q, { ...key, tenant_id: 'other' }, 0, 2);
+    expect(texts).toHaveLength(6);
     // A page longer than 100 entries is read each time (memory is bounded by entries kept).
     await cache.closedPage(q, key, 0, 101);
     await cache.closedPage(q, key, 0, 101);
-    expect(texts).toHaveLength(6);
+    expect(texts).toHaveLength(8);
   });
 });
