@@ -234,8 +234,13 @@ export class Authenticator {
     ]
       .sort()
       .slice(0, MAX_ORG_CANDIDATES);
+    // The answer depends on which claim holds which value (the filter below), so the key holds the
+    // string claims by name, not only their values.
+    const named = Object.entries(claims)
+      .filter((e): e is [string, string] => typeof e[1] === 'string' && e[1] !== '')
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
     const key = createHash('sha256')
-      .update(JSON.stringify([issuer, values]))
+      .update(JSON.stringify([issuer, named]))
       .digest('base64');
     return this.idpCache.get(key, async () => {
       const found = (await this.opts.tenants.findTenantsByIdpValues(issuer, values)).filter(

@@ -151,6 +151,41 @@ describe.each(SHAPES)('forged identity-provider tokens with many tenants [%s]', 
     expect(text).toMatch(/tenants_idp/);
   });
 
+  it('keys the provider cache by claim name: the same value under another claim is not the organisation', async () => {
+    const cached = await startTestApp(shape, {
+      env: { ...shapeEnv(shape), LUDUS_TENANT_CACHE_MS: '60000' },
+      roles: rolesFor(shape),
+    });
+    try {
+      const t = await createTenant(cached);
+      const org = `org-${randomUUID()}`;
+      await cached.ctx.adapters.sql.query(
+        `UPDATE tenants SET idp_jwks_url = $2, idp_issuer = $3, idp_org_claim = 'org_id', idp_org_value = $4
+          WHERE id = $1`,
+        [t.id, jwks.url, 'https://cached.idp.example/', org],
+      );
+      const token = (claims: Record<string, string>) =>
+        importPKCS8(idpPem, 'RS256').then((k) =>
+          new SignJWT(claims)
+            .setProtectedHeader({ alg: 'RS256', kid: 'real' })
+            .setIssuer('https://cached.idp.example/')
+            .setSubject('carol')
+            .setExpirationTime('1h')
+            .sign(k),
+        );
+      const whoami = async (claims: Record<string, string>) =>
+        call('GET', `${cached.url.query}/v1/whoami`, {
+          headers: { authorization: `Bearer ${await token(claims)}` },
+        });
+      // The genuine token fills the provider cache with the tenant...
+      expect((await whoami({ org_id: org })).body).toMatchObject({ via: 'idp', tenant_id: t.id });
+      // ...and a token with the same string values under another claim name does not get it from there.
+      expect((await whoami({ team: org })).status).toBe(401);
+    } finally {
+      await cached.stop();
+    }
+  });
+
   // Kept apart from the timing test so its lowered limit does not interfere.
   it('refuses an address that keeps failing with 429 before verifying anything, until the window resets', async () => {
     const clock = new ManualClock(Math.floor(Date.now() / 60000) * 60000 + 1000);
