@@ -208,9 +208,7 @@ async function tenant(sql: Sql, id: string, achievements: number): Promise<void>
 
 function batchOf(records: EventRecord[], offset: number, fresh: number[]): StepBatch {
   return {
-    partition: 0,
-    nextOffset: offset + records.length,
-    firstOffset: offset,
+    parts: [{ partition: 0, firstOffset: offset, nextOffset: offset + records.length }],
     events: fresh.map((i) => ({
       index: i,
       record: { topic: 'bench', partition: 0, offset: offset + i, key: '', value: records[i]!, timestamp: 0 },

@@ -34,9 +34,7 @@ async function main(): Promise<void> {
   );
   const q: Queryable = { query: async () => ({ rows: [], rowCount: 0 }), exec: async () => undefined };
   const batch: StepBatch = {
-    partition: 0,
-    nextOffset: events.length,
-    firstOffset: 0,
+    parts: [{ partition: 0, firstOffset: 0, nextOffset: events.length }],
     events,
     replayed: [],
     tenants: ['bench'],

@@ -70,9 +70,7 @@ function batchOf(from: number, n: number, tenant: string): StepBatch {
     };
   });
   return {
-    partition: 0,
-    nextOffset: from + n,
-    firstOffset: from,
+    parts: [{ partition: 0, firstOffset: from, nextOffset: from + n }],
     events,
     replayed: [],
     tenants: [tenant],

@@ -126,12 +126,16 @@ describe('consumer framework [local log on PGlite]', () => {
       maxBatchSize: opts.maxBatchSize,
       resumeFrom: opts.resumeFrom,
       async apply(q, batch): Promise<ApplyResult> {
-        calls.push({
-          partition: batch.partition,
-          fresh: batch.fresh.map((r) => r.offset),
-          replayed: batch.replayed.map((r) => r.offset),
-          nextOffset: batch.nextOffset,
-        });
+        for (const part of batch.parts) {
+          const own = (rs: typeof batch.fresh) =>
+            rs.filter((r) => r.partition === part.partition).map((r) => r.offset);
+          calls.push({
+            partition: part.partition,
+            fresh: own(batch.fresh),
+            replayed: own(batch.replayed),
+            nextOffset: part.nextOffset,
+          });
+        }
         return apply(q, batch);
       },
     };
@@ -550,5 +554,101 @@ describe('consumer framework [local log on PGlite]', () => {
     await waitFor(() => calls >= 2, { what: 'a retry' });
     expect(await effects(group)).toEqual([]);
     expect((await stored(group)).get(log.partitionFor(TOPIC, 't1:u1')) ?? 0).toBe(0);
+  });
+
+  describe('rounds (one transaction in flight)', () => {
+    const WIDE: Topic<EventRecord> = { ...EVENTS_TOPIC, name: 'fw.wide', partitions: 4 };
+    const ALL = [0, 1, 2, 3];
+
+    /** A user of each partition of WIDE, and records of every type for each. */
+    const usersByPartition = () => {
+      const users = new Map<number, string>();
+      for (let i = 0; users.size < WIDE.partitions; i++) {
+        const part = log.partitionFor(WIDE, `t1:w${i}`);
+        if (!users.has(part)) users.set(part, `w${i}`);
+      }
+      return users;
+    };
+    const appendWide = (rs: EventRecord[]) =>
+      log.append(
+        WIDE,
+        rs.map((r) => ({ key: `${r.tenant_id}:${r.user_id}`, value: r })),
+      );
+    const storedWide = (group: string) => readOffsets(sql, group, log.physicalName(WIDE), ALL);
+    const drainedWide = (group: string) =>
+      waitFor(
+        async () => {
+          const [st, e] = [await storedWide(group), await log.endOffsets(WIDE)];
+          return ALL.every((p) => (st.get(p) ?? 0) === (e.get(p) ?? 0));
+        },
+        { what: `group ${group} to reach the end of fw.wide`, describe: () => logLines.slice(-5).join('\n') },
+      );
+
+    /**
+     * Starts a processor on WIDE with one transaction in flight, whose first transaction waits
+     * 300 ms (so that the other partitions' batches queue behind it) and which records the
+     * partitions of every apply.
+     */
+    async function startWide(group: string, apply: Apply = applyByType(group)) {
+      const rounds: number[][] = [];
+      const p: Processor<EventRecord> = {
+        group,
+        topic: WIDE,
+        async apply(q, batch) {
+          rounds.push(batch.parts.map((x) => x.partition));
+          if (rounds.length === 1) await new Promise((r) => setTimeout(r, 300));
+          // Each part's range matches its records.
+          for (const part of batch.parts) {
+            const own = [...batch.replayed, ...batch.fresh].filter((r) => r.partition === part.partition);
+            if (own.length && own.at(-1)!.offset + 1 !== part.nextOffset) throw new Error('range mismatch');
+          }
+          return apply(q, batch);
+        },
+      };
+      await log.ensureTopic(WIDE);
+      const r = await startProcessor(deps(), p, { transactions: 1 });
+      running.push(r);
+      return { rounds, running: r };
+    }
+
+    it('applies the batches of the partitions that waited in one transaction, each exactly once', async () => {
+      const group = uniqueName('g');
+      await log.ensureTopic(WIDE);
+      const users = usersByPartition();
+      const records = ALL.flatMap((part) => [record('ok', users.get(part)), record('ok', users.get(part))]);
+      await appendWide(records);
+      const { rounds } = await startWide(group);
+      await drainedWide(group);
+      expect((await effects(group)).map((e) => e.event_id)).toEqual(sortIds(records));
+      // The first transaction held one partition; the three others waited and went in one round.
+      expect(rounds[0]).toHaveLength(1);
+      expect(rounds[1]).toEqual(ALL.filter((p) => p !== rounds[0]![0]));
+      expect([...(await storedWide(group))].sort((a, b) => a[0] - b[0])).toEqual(ALL.map((p) => [p, 2]));
+    });
+
+    it('retries the batches of a round alone when it throws, dead-lettering only the record at fault', async () => {
+      const group = uniqueName('g');
+      await log.ensureTopic(WIDE);
+      const users = usersByPartition();
+      const records = ALL.flatMap((part) => [record('ok', users.get(part)), record('ok', users.get(part))]);
+      // The last partition's second record makes every transaction that holds it throw.
+      const bad = records.at(-1)!;
+      bad.type = 'throws';
+      await appendWide(records);
+      const byType = applyByType(group);
+      const { rounds } = await startWide(group, async (q, batch) => {
+        const res = await byType(q, batch);
+        if (batch.fresh.some((r) => r.value.type === 'throws')) throw new TypeError('cannot apply');
+        return res;
+      });
+      await drainedWide(group);
+      // Every other record applied exactly once, whichever round or retry applied it.
+      expect((await effects(group)).map((e) => e.event_id)).toEqual(
+        sortIds(records.filter((r) => r !== bad)),
+      );
+      expect((await deadLetters(group)).map((d) => d.payload.event_id)).toEqual([bad.event_id]);
+      expect(rounds.some((r) => r.length > 1)).toBe(true);
+      expect([...(await storedWide(group))].sort((a, b) => a[0] - b[0])).toEqual(ALL.map((p) => [p, 2]));
+    });
   });
 });

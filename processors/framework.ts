@@ -19,6 +19,17 @@
  * written in one transaction with the move of the offset past it (exactly once), and the other
  * records apply normally. Store outages (connection errors, deadlocks, shutdown) are not the
  * record's fault: the batch is retried whole, as before, and nothing is dead-lettered.
+ *
+ * Rounds (option `transactions`): with a limit on the transactions in flight, the batches of other
+ * partitions that arrive while the limit is reached wait, and the next transaction applies all of
+ * them together (up to `maxRoundRecords`): one transaction, one offset lock and one offset update
+ * for the round, and one call of `apply` with the records of every partition of the round. The
+ * fixed cost of a transaction (its statements' round trips) is then paid once per round instead of
+ * once per partition, which is what the embedded store (one session) needs under a steady load.
+ * The guarantees do not change: a round's transaction locks the offset rows of its partitions (in
+ * partition order, so two rounds never deadlock) and stores every partition's new offset with the
+ * effects. When a round's transaction throws an error that may be a record's fault, each of its
+ * batches is retried alone (and then record by record, as above).
  */
 import type { Batch, Consumer, EventLog, LogRecord } from '../adapters/eventlog/types';
 import type { Queryable, Sql } from '../adapters/sql/types';
@@ -111,18 +122,36 @@ export interface ApplyResult {
   afterCommit?: () => Promise<void>;
 }
 
+/** The offsets of one partition that a transaction covers. */
+export interface PartRange {
+  partition: number;
+  /** Offset of the part's first fresh record, else of its first replayed record. */
+  firstOffset: number;
+  /** Offset after the part's last record: stored with the effects. */
+  nextOffset: number;
+}
+
+/** What one transaction applies: the batches of one or more partitions. */
+export interface ApplyBatch<T> {
+  /** The partitions of the transaction, each once, in partition order. */
+  parts: PartRange[];
+  /** Records not yet applied: partition after partition (in `parts` order), each in offset order. */
+  fresh: LogRecord<T>[];
+  /** Records an earlier transaction already applied (same order): derived-index resync only. */
+  replayed: LogRecord<T>[];
+}
+
 export interface Processor<T> {
   group: string;
   topic: Topic<T>;
   maxBatchSize?: number;
   /**
    * Applies `fresh` (not yet applied) inside the transaction `q`. `replayed` are records of the same
-   * batch that an earlier transaction already applied: no effects, only derived-index resync.
+   * batches that an earlier transaction already applied: no effects, only derived-index resync.
+   * The records may come from several partitions (a round); the records of one key always come
+   * from one partition, in order.
    */
-  apply(
-    q: Queryable,
-    batch: { partition: number; nextOffset: number; fresh: LogRecord<T>[]; replayed: LogRecord<T>[] },
-  ): Promise<ApplyResult>;
+  apply(q: Queryable, batch: ApplyBatch<T>): Promise<ApplyResult>;
   /**
    * Where to resume, given the offsets stored in SQL. Default: those offsets. A processor with a
    * derived index may resume earlier (to resync the index from replayed records).
@@ -156,6 +185,14 @@ export interface FrameworkOptions {
   deadLetterWindowMs?: number;
   /** How often lag is measured, ms. */
   lagIntervalMs?: number;
+  /**
+   * Transactions in flight at most (default: no limit, one transaction per batch). With a limit,
+   * batches that arrive while it is reached are applied together in the next transaction (a round;
+   * see the module comment). The embedded shape uses 1: its SQL store has one session.
+   */
+  transactions?: number;
+  /** Records of one round at most (default 4 × the processor's maxBatchSize). */
+  maxRoundRecords?: number;
 }
 
 export async function startProcessor<T>(
@@ -196,49 +233,85 @@ export async function startProcessor<T>(
   };
 
   interface Committed {
+    /** One outcome per fresh record, in the order `apply` was given them. */
     outcomes: Outcome[];
+    /** The fresh records, in that order. */
+    fresh: LogRecord<T>[];
     afterCommit?: () => Promise<void>;
-    /** The stored offset after the commit. */
-    applied: number;
+    /** The stored offset of each partition after the commit. */
+    applied: Map<number, number>;
   }
 
+  /** What one transaction covers of one partition. */
+  interface Part {
+    partition: number;
+    records: LogRecord<T>[];
+    nextOffset: number;
+  }
+
+  const partOf = (b: Batch<T>): Part => ({
+    partition: b.partition,
+    records: b.records,
+    nextOffset: b.nextOffset,
+  });
+
   /**
-   * One transaction over `records` (the whole batch, or one record of it in the fallback) that
-   * ends at `nextOffset`. With `poison`, the fresh records are not applied: they become dead
-   * letters with that reason, in the same transaction as the offset move.
+   * One transaction over `parts` (whole batches of one or more partitions, or one record of a batch
+   * in the fallback), each ending at its `nextOffset`. With `poison`, the fresh records are not
+   * applied: they become dead letters with that reason, in the same transaction as the offset move.
    */
   const commit = async (
-    partition: number,
-    records: LogRecord<T>[],
-    nextOffset: number,
+    parts: Part[],
     poison?: { reason: string; reasonClass: string },
   ): Promise<Committed> => {
     let dead = 0;
     let reservedAt: number | null = null;
+    const partitions = parts.map((x) => x.partition);
     try {
       return await deps.sql.tx(async (q) => {
-        // The partition's row, locked: one statement once it exists (every batch but the first).
-        const lockOffset = () =>
-          q.query<{ next_offset: number }>(
-            'SELECT next_offset FROM consumer_offsets WHERE group_id = $1 AND topic = $2 AND partition = $3 FOR UPDATE',
-            [p.group, topicName, partition],
+        // The partitions' rows, locked in partition order (two rounds never deadlock): one statement
+        // once they exist (every batch but a partition's first).
+        const lockOffsets = async () => {
+          const r = await q.query<{ partition: number; next_offset: number | string }>(
+            `SELECT partition, next_offset FROM consumer_offsets
+             WHERE group_id = $1 AND topic = $2 AND partition = ANY($3::int[]) ORDER BY partition FOR UPDATE`,
+            [p.group, topicName, partitions],
           );
-        let r = await lockOffset();
-        if (r.rows.length === 0) {
+          return new Map(r.rows.map((x) => [Number(x.partition), Number(x.next_offset)]));
+        };
+        let from = await lockOffsets();
+        if (from.size < parts.length) {
           await q.query(
-            `INSERT INTO consumer_offsets (group_id, topic, partition, next_offset) VALUES ($1, $2, $3, 0)
-             ON CONFLICT DO NOTHING`,
-            [p.group, topicName, partition],
+            `INSERT INTO consumer_offsets (group_id, topic, partition, next_offset)
+             SELECT $1, $2, x, 0 FROM unnest($3::int[]) AS x ON CONFLICT DO NOTHING`,
+            [p.group, topicName, partitions],
           );
-          r = await lockOffset();
+          from = await lockOffsets();
         }
-        const from = Number(r.rows[0]!.next_offset);
-        const fresh = records.filter((x) => x.offset >= from);
-        const replayed = records.filter((x) => x.offset < from);
+        const ranges: PartRange[] = [];
+        const fresh: LogRecord<T>[] = [];
+        const replayed: LogRecord<T>[] = [];
+        const moved: Array<[number, number]> = [];
+        const applied = new Map<number, number>();
+        for (const part of parts) {
+          const start = from.get(part.partition);
+          if (start === undefined)
+            throw new FrameworkError(`${p.group}: no offset row for ${part.partition}`);
+          const own = part.records.filter((x) => x.offset >= start);
+          fresh.push(...own);
+          replayed.push(...part.records.filter((x) => x.offset < start));
+          ranges.push({
+            partition: part.partition,
+            firstOffset: own[0]?.offset ?? part.records[0]?.offset ?? part.nextOffset,
+            nextOffset: part.nextOffset,
+          });
+          if (part.nextOffset > start) moved.push([part.partition, part.nextOffset]);
+          applied.set(part.partition, Math.max(start, part.nextOffset));
+        }
         let res: ApplyResult;
         if (poison) res = { outcomes: fresh.map(() => deadLetter(poison.reason, poison.reasonClass)) };
         else {
-          res = await p.apply(q, { partition, nextOffset, fresh, replayed });
+          res = await p.apply(q, { parts: ranges, fresh, replayed });
           if (res.outcomes.length !== fresh.length)
             throw new FrameworkError(
               `${p.group}: ${res.outcomes.length} outcomes for ${fresh.length} records`,
@@ -264,13 +337,15 @@ export async function startProcessor<T>(
             ],
           );
         }
-        if (nextOffset > from) {
+        if (moved.length) {
           await q.query(
-            'UPDATE consumer_offsets SET next_offset = $4, updated_at = now() WHERE group_id = $1 AND topic = $2 AND partition = $3',
-            [p.group, topicName, partition, nextOffset],
+            `UPDATE consumer_offsets c SET next_offset = v.n, updated_at = now()
+             FROM unnest($3::int[], $4::bigint[]) AS v(p, n)
+             WHERE c.group_id = $1 AND c.topic = $2 AND c.partition = v.p`,
+            [p.group, topicName, moved.map((m) => m[0]), moved.map((m) => m[1])],
           );
         }
-        return { ...res, applied: Math.max(from, nextOffset) };
+        return { outcomes: res.outcomes, fresh, afterCommit: res.afterCommit, applied };
       });
     } catch (err) {
       // Not committed: its dead letters do not count.
@@ -280,9 +355,9 @@ export async function startProcessor<T>(
     }
   };
 
-  /** Records the outcomes of a commit and runs its afterCommit. */
-  const finish = async (batch: Batch<T>, c: Committed): Promise<void> => {
-    stored.set(batch.partition, c.applied);
+  /** Records the outcomes of a commit of `batches` and runs its afterCommit. */
+  const finish = async (batches: Batch<T>[], c: Committed): Promise<void> => {
+    for (const [partition, offset] of c.applied) stored.set(partition, offset);
     const counts = { ok: 0, skip: 0, dead_letter: 0 };
     for (const o of c.outcomes) {
       counts[o.kind]++;
@@ -292,9 +367,10 @@ export async function startProcessor<T>(
     for (const [outcome, n] of Object.entries(counts))
       if (n) deps.metrics.consumerRecords.inc({ ...labels, outcome }, n);
     if (counts.dead_letter) {
-      const reasons = c.outcomes.flatMap((o) => (o.kind === 'dead_letter' ? [o.reason] : []));
+      const first = c.outcomes.findIndex((o) => o.kind === 'dead_letter');
+      const o = c.outcomes[first] as { reason: string };
       log.warn(
-        { partition: batch.partition, dead_letters: counts.dead_letter, reason: reasons[0] },
+        { partition: c.fresh[first]!.partition, dead_letters: counts.dead_letter, reason: o.reason },
         'records dead-lettered',
       );
     }
@@ -302,9 +378,11 @@ export async function startProcessor<T>(
       try {
         await c.afterCommit();
       } catch (err) {
-        // Redeliver this batch (as replayed records) even though the stored offset is past it.
-        const first = batch.records[0]!.offset;
-        replayFrom.set(batch.partition, Math.min(replayFrom.get(batch.partition) ?? first, first));
+        // Redeliver these batches (as replayed records) even though the stored offsets are past them.
+        for (const b of batches) {
+          const first = b.records[0]!.offset;
+          replayFrom.set(b.partition, Math.min(replayFrom.get(b.partition) ?? first, first));
+        }
         throw err;
       }
     }
@@ -322,12 +400,16 @@ export async function startProcessor<T>(
     );
     const records = batch.records;
     for (const [i, rec] of records.entries()) {
-      const next = i + 1 < records.length ? records[i + 1]!.offset : batch.nextOffset;
+      const part = {
+        partition: batch.partition,
+        records: [rec],
+        nextOffset: i + 1 < records.length ? records[i + 1]!.offset : batch.nextOffset,
+      };
       let c: Committed | null = null;
       let failure: unknown;
       for (let attempt = 0; attempt < 2 && c === null; attempt++) {
         try {
-          c = await commit(batch.partition, [rec], next);
+          c = await commit([part]);
         } catch (err) {
           if (!isRecordError(err)) throw err;
           failure = err;
@@ -335,28 +417,115 @@ export async function startProcessor<T>(
       }
       if (c === null) {
         const reasonClass = errorClass(failure);
-        c = await commit(batch.partition, [rec], next, {
+        c = await commit([part], {
           reason: `${reasonClass}: ${errorMessage(failure)}`.slice(0, 2000),
           reasonClass,
         });
       }
-      await finish(batch, c);
+      await finish([batch], c);
     }
   };
 
-  const handleBatch = async (batch: Batch<T>): Promise<void> => {
-    if (fatal) throw new Error(`processor stopped: ${fatal}`);
-    const end = deps.metrics.consumerBatchSeconds.startTimer(labels);
+  /** One batch in a transaction of its own, with the record-by-record fallback. */
+  const alone = async (batch: Batch<T>): Promise<void> => {
     let whole: Committed | null = null;
     try {
-      whole = await commit(batch.partition, batch.records, batch.nextOffset);
+      whole = await commit([partOf(batch)]);
     } catch (err) {
       if (!isRecordError(err) || fatal) throw err;
       await recordByRecord(batch, err);
     }
-    if (whole) await finish(batch, whole);
-    end();
+    if (whole) await finish([batch], whole);
     replayFrom.delete(batch.partition);
+  };
+
+  interface Waiting {
+    batch: Batch<T>;
+    resolve: () => void;
+    reject: (err: unknown) => void;
+  }
+  const limit = opts.transactions ?? Number.POSITIVE_INFINITY;
+  const roundCap = opts.maxRoundRecords ?? 4 * (p.maxBatchSize ?? 500);
+  const waiting: Waiting[] = [];
+  let inFlight = 0;
+
+  /** The batches of a round: one per partition, up to the cap (the first one whatever its size). */
+  const takeRound = (): Waiting[] => {
+    const round: Waiting[] = [];
+    const seen = new Set<number>();
+    let records = 0;
+    for (let i = 0; i < waiting.length;) {
+      const w = waiting[i]!;
+      const n = w.batch.records.length;
+      if (seen.has(w.batch.partition) || (round.length > 0 && records + n > roundCap)) {
+        i++;
+        continue;
+      }
+      waiting.splice(i, 1);
+      round.push(w);
+      seen.add(w.batch.partition);
+      records += n;
+    }
+    return round.sort((a, b) => a.batch.partition - b.batch.partition);
+  };
+
+  const runRound = async (round: Waiting[]): Promise<void> => {
+    const timers = round.map(() => deps.metrics.consumerBatchSeconds.startTimer(labels));
+    const settle = async (i: number, work: () => Promise<void>) => {
+      try {
+        await work();
+        timers[i]!();
+        round[i]!.resolve();
+      } catch (err) {
+        round[i]!.reject(err);
+      }
+    };
+    if (round.length === 1) return settle(0, () => alone(round[0]!.batch));
+    const batches = round.map((w) => w.batch);
+    let c: Committed;
+    try {
+      if (fatal) throw new Error(`processor stopped: ${fatal}`);
+      c = await commit(batches.map(partOf));
+    } catch (err) {
+      if (!isRecordError(err) || fatal) {
+        for (const w of round) w.reject(err);
+        return;
+      }
+      // One of the batches may hold the record at fault: each alone, then record by record.
+      for (const [i, w] of round.entries()) await settle(i, () => alone(w.batch));
+      return;
+    }
+    try {
+      await finish(batches, c);
+    } catch (err) {
+      for (const w of round) w.reject(err);
+      return;
+    }
+    for (const [i, w] of round.entries()) {
+      replayFrom.delete(w.batch.partition);
+      timers[i]!();
+      w.resolve();
+    }
+  };
+
+  const pump = (): void => {
+    while (inFlight < limit && waiting.length > 0) {
+      const round = takeRound();
+      if (round.length === 0) return;
+      inFlight++;
+      void runRound(round).finally(() => {
+        inFlight--;
+        pump();
+      });
+    }
+  };
+
+  const handleBatch = (batch: Batch<T>): Promise<void> => {
+    if (fatal) return Promise.reject(new Error(`processor stopped: ${fatal}`));
+    return new Promise<void>((resolve, reject) => {
+      waiting.push({ batch, resolve, reject });
+      pump();
+    });
   };
 
   consumer = await deps.eventLog.consume(

@@ -114,7 +114,12 @@ export async function startRoles(ctx: AppContext, roles: Role[] = ctx.config.rol
         metrics: ctx.metrics,
         achievements: ctx.services.achievements,
       });
-      consumers.push(await startProcessor({ ...ctx.adapters, log, metrics: ctx.metrics }, pipeline));
+      consumers.push(
+        await startProcessor({ ...ctx.adapters, log, metrics: ctx.metrics }, pipeline, {
+          transactions: config.pipelineTransactions || undefined,
+          maxRoundRecords: config.pipelineRoundRecords,
+        }),
+      );
     }
     if (roles.includes('analytics')) {
       consumers.push(await startAnalyticsSink({ ...ctx.adapters, log, metrics: ctx.metrics }));

@@ -76,9 +76,7 @@ async function runBatch(
     };
   });
   const batch: StepBatch = {
-    partition: 0,
-    nextOffset: offset + records.length,
-    firstOffset: offset,
+    parts: [{ partition: 0, firstOffset: offset, nextOffset: offset + records.length }],
     events,
     replayed: [],
     tenants: [...new Set(events.map((e) => e.event.tenant_id))],

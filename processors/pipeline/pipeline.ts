@@ -1,6 +1,6 @@
 /**
  * The event pipeline: one consumer group over the events topic that applies every effect of an
- * event in one SQL transaction per batch: dedupe on (tenant, event_id), then the steps in list
+ * event in one SQL transaction per batch (of one partition, or of a round of partitions): dedupe on (tenant, event_id), then the steps in list
  * order (./step.ts: leaderboard scoring, earning rules; streaks, achievements and the rest are one
  * more step each), then the offset (processors/framework.ts). The rank index is updated after the
  * commit (the scoring step's afterCommit, ./rank-sync.ts).
@@ -78,9 +78,7 @@ export function pipelineProcessor(deps: PipelineDeps): Processor<EventRecord> {
       const tenants = [...new Set(events.map((e) => e.event.tenant_id))];
       rememberCounts(q, new Map([...definitions].map(([t, d]) => [t, d.counts])));
       const stepBatch: StepBatch = {
-        partition: batch.partition,
-        nextOffset: batch.nextOffset,
-        firstOffset: batch.fresh[0]?.offset ?? batch.replayed[0]?.offset ?? 0,
+        parts: batch.parts,
         events,
         replayed: batch.replayed.map((r) => r.value),
         tenants,

@@ -31,9 +31,7 @@ function batchAt(offset: number, user: string): StepBatch {
   };
   const record = { topic: 't', partition: 0, offset, key: `acme:${user}`, value: event, timestamp: 0 };
   return {
-    partition: 0,
-    nextOffset: offset + 1,
-    firstOffset: offset,
+    parts: [{ partition: 0, firstOffset: offset, nextOffset: offset + 1 }],
     events: [{ index: 0, record, event, view: eventView(event) }],
     replayed: [],
     tenants: ['acme'],

@@ -26,6 +26,7 @@ import { WindowLookup } from '../../core/windows';
 import type { EventRecord } from '../../schemas/topics';
 import { BatchState } from './batch-state';
 import { VersionedLoads } from './definitions';
+import type { PartRange } from '../framework';
 import { openScoresOfUsers, type RankSync } from './rank-sync';
 import {
   applied,
@@ -121,9 +122,7 @@ export class ScoringStep implements PipelineStep<Scorers> {
     const rankSync = this.rankSync;
     return {
       effects,
-      afterCommit: rankSync
-        ? () => rankSync.push(all, configs, batch.partition, batch.nextOffset, batch.firstOffset)
-        : undefined,
+      afterCommit: rankSync ? () => pushByPartition(rankSync, all, configs, batch.parts) : undefined,
     };
   }
 
@@ -139,7 +138,7 @@ export class ScoringStep implements PipelineStep<Scorers> {
     const configs = new Map<string, LeaderboardConfig>();
     if (batch.events.length === 0) return { effects, rows: [], configs };
     const late: StepEffect = { kind: 'none', reason: 'late: the window has closed' };
-    const { now, partition } = batch;
+    const { now } = batch;
 
     const contributions: Contribution[] = [];
     // The batch's windows by board and window key: one entry (and one id string) per window, not
@@ -226,7 +225,7 @@ export class ScoringStep implements PipelineStep<Scorers> {
         total: next.total,
         n: next.n,
         tiebreak: next.tiebreak,
-        partition,
+        partition: batch.events[c.eventIndex]!.record.partition,
       });
       effects[c.eventIndex] = applied;
       if (c.window.configKey === undefined) {
@@ -238,6 +237,25 @@ export class ScoringStep implements PipelineStep<Scorers> {
     await scores.upsert(q, rows);
     return { effects, rows, configs };
   }
+}
+
+/**
+ * The rank index's update of each partition of the batch, under that partition's watermark. A row
+ * belongs to its user's partition (a user's events all come from one partition).
+ */
+async function pushByPartition(
+  rankSync: RankSync,
+  rows: ScoreRow[],
+  configs: Map<string, LeaderboardConfig>,
+  parts: readonly PartRange[],
+): Promise<void> {
+  const byPart = new Map<number, ScoreRow[]>(parts.map((p) => [p.partition, []]));
+  for (const r of rows) (byPart.get(r.partition) ?? byPart.get(parts[0]!.partition)!).push(r);
+  await Promise.all(
+    parts.map((p) =>
+      rankSync.push(byPart.get(p.partition)!, configs, p.partition, p.nextOffset, p.firstOffset),
+    ),
+  );
 }
 
 function uniqueUsers(events: readonly EventRecord[]): Array<{ tenant_id: string; user_id: string }> {

@@ -53,9 +53,7 @@ function batchOf(types: string[]): StepBatch {
     };
   });
   return {
-    partition: 3,
-    nextOffset: 10 + types.length,
-    firstOffset: 10,
+    parts: [{ partition: 3, firstOffset: 10, nextOffset: 10 + types.length }],
     events,
     replayed: [],
     tenants: ['t'],

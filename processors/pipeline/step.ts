@@ -2,7 +2,7 @@
  * The pipeline step contract (issue 13, seam 1): what every feature that reacts to events
  * implements, and how the pipeline runs a list of them in the batch's one SQL transaction.
  *
- * A step, for one batch of one partition:
+ * A step, for one batch (the records of one or more partitions, applied in one transaction):
  *   1. `load(q, batch)`: reads what the batch's tenants need (its definitions), once per batch,
  *      compiling them once per definition version (core/rules `CompileCache`);
  *   2. `apply(q, batch, loaded)`: applies the batch's fresh events (their parsed views, the tenants'
@@ -24,7 +24,7 @@ import type { LogRecord } from '../../adapters/eventlog/types';
 import type { Queryable } from '../../adapters/sql/types';
 import type { EventView } from '../../core/expressions';
 import type { EventRecord } from '../../schemas/topics';
-import { deadLetter, ok, skip, type Outcome } from '../framework';
+import { deadLetter, ok, skip, type Outcome, type PartRange } from '../framework';
 import type { TenantDefinitions } from './definitions';
 
 /** One fresh event of the batch (seen for the first time), parsed once. */
@@ -37,11 +37,8 @@ export interface StepEvent {
 }
 
 export interface StepBatch {
-  readonly partition: number;
-  /** Offset after the batch's last record. */
-  readonly nextOffset: number;
-  /** Offset of the batch's first record, fresh or replayed. */
-  readonly firstOffset: number;
+  /** The partitions of the batch and the offsets it covers of each (processors/framework.ts). */
+  readonly parts: readonly PartRange[];
   /** The fresh events in log order (duplicates of an earlier event_id removed). */
   readonly events: readonly StepEvent[];
   /** Records an earlier transaction applied: no effects, only the resync of derived indexes. */

@@ -51,9 +51,7 @@ function batchOf(
     };
   });
   return {
-    partition: 0,
-    nextOffset: evs.length,
-    firstOffset: 0,
+    parts: [{ partition: 0, firstOffset: 0, nextOffset: evs.length }],
     events: evs,
     replayed: [],
     tenants: ['acme'],

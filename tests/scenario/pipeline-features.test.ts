@@ -79,7 +79,11 @@ test('tiers and levels: no statement while the tenant has none, applied from the
         },
         exec: (s) => q.exec(s),
       };
-      return p.apply(lq, { partition: 7, nextOffset: offset, fresh, replayed: [] });
+      return p.apply(lq, {
+        parts: [{ partition: 7, firstOffset: fresh[0]!.offset, nextOffset: offset }],
+        fresh,
+        replayed: [],
+      });
     });
     await res.afterCommit?.();
     return { log, kinds: res.outcomes.map((o) => o.kind) };

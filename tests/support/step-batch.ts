@@ -40,9 +40,7 @@ export function matchBatch(
     return { index, record, event, view: eventView(event) };
   });
   return {
-    partition: 0,
-    nextOffset: first + n,
-    firstOffset: first,
+    parts: [{ partition: 0, firstOffset: first, nextOffset: first + n }],
     events,
     replayed: [],
     tenants: [tenant],
