@@ -426,8 +426,11 @@ export async function startProcessor<T>(
     }
   };
 
-  /** One batch in a transaction of its own, with the record-by-record fallback. */
-  const alone = async (batch: Batch<T>): Promise<void> => {
+  /**
+   * One batch in a transaction of its own, with the record-by-record fallback. `committed` is
+   * called once its transaction has committed, before the afterCommit work.
+   */
+  const alone = async (batch: Batch<T>, committed?: () => void): Promise<void> => {
     let whole: Committed | null = null;
     try {
       whole = await commit([partOf(batch)]);
@@ -435,7 +438,10 @@ export async function startProcessor<T>(
       if (!isRecordError(err) || fatal) throw err;
       await recordByRecord(batch, err);
     }
-    if (whole) await finish([batch], whole);
+    if (whole) {
+      committed?.();
+      await finish([batch], whole);
+    }
     replayFrom.delete(batch.partition);
   };
 
@@ -469,7 +475,13 @@ export async function startProcessor<T>(
     return round.sort((a, b) => a.batch.partition - b.batch.partition);
   };
 
-  const runRound = async (round: Waiting[]): Promise<void> => {
+  /**
+   * Applies a round. `release` frees its place among the transactions in flight: it is called once
+   * the round's transaction has committed, so that the next round's transaction runs while this
+   * one's afterCommit work (the rank index) is done. That work never overlaps a later batch of the
+   * same partitions: their next batches come only once these are resolved.
+   */
+  const runRound = async (round: Waiting[], release: () => void): Promise<void> => {
     const timers = round.map(() => deps.metrics.consumerBatchSeconds.startTimer(labels));
     const settle = async (i: number, work: () => Promise<void>) => {
       try {
@@ -480,7 +492,7 @@ export async function startProcessor<T>(
         round[i]!.reject(err);
       }
     };
-    if (round.length === 1) return settle(0, () => alone(round[0]!.batch));
+    if (round.length === 1) return settle(0, () => alone(round[0]!.batch, release));
     const batches = round.map((w) => w.batch);
     let c: Committed;
     try {
@@ -495,6 +507,7 @@ export async function startProcessor<T>(
       for (const [i, w] of round.entries()) await settle(i, () => alone(w.batch));
       return;
     }
+    release();
     try {
       await finish(batches, c);
     } catch (err) {
@@ -513,10 +526,14 @@ export async function startProcessor<T>(
       const round = takeRound();
       if (round.length === 0) return;
       inFlight++;
-      void runRound(round).finally(() => {
+      let released = false;
+      const release = () => {
+        if (released) return;
+        released = true;
         inFlight--;
         pump();
-      });
+      };
+      void runRound(round, release).finally(release);
     }
   };
 
