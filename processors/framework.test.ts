@@ -626,36 +626,6 @@ describe('consumer framework [local log on PGlite]', () => {
       expect([...(await storedWide(group))].sort((a, b) => a[0] - b[0])).toEqual(ALL.map((p) => [p, 2]));
     });
 
-    it("runs the next round's transaction while a committed round's afterCommit is still running", async () => {
-      const group = uniqueName('g');
-      await log.ensureTopic(WIDE);
-      const users = usersByPartition();
-      const records = ALL.map((part) => record('ok', users.get(part)));
-      await appendWide(records);
-      const byType = applyByType(group);
-      let applies = 0;
-      let overlapped = false;
-      await startWide(group, async (q, batch) => {
-        const res = await byType(q, batch);
-        const mine = ++applies;
-        return {
-          ...res,
-          // The first round's index work waits for the second round's apply (at most 5 s).
-          afterCommit:
-            mine === 1
-              ? async () => {
-                  const until = Date.now() + 5000;
-                  while (applies < 2 && Date.now() < until) await new Promise((r) => setTimeout(r, 10));
-                  overlapped = applies >= 2;
-                }
-              : undefined,
-        };
-      });
-      await drainedWide(group);
-      expect(overlapped).toBe(true);
-      expect((await effects(group)).map((e) => e.event_id)).toEqual(sortIds(records));
-    });
-
     it('retries the batches of a round alone when it throws, dead-lettering only the record at fault', async () => {
       const group = uniqueName('g');
       await log.ensureTopic(WIDE);

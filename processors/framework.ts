@@ -426,11 +426,8 @@ export async function startProcessor<T>(
     }
   };
 
-  /**
-   * One batch in a transaction of its own, with the record-by-record fallback. `committed` is
-   * called once its transaction has committed, before the afterCommit work.
-   */
-  const alone = async (batch: Batch<T>, committed?: () => void): Promise<void> => {
+  /** One batch in a transaction of its own, with the record-by-record fallback. */
+  const alone = async (batch: Batch<T>): Promise<void> => {
     let whole: Committed | null = null;
     try {
       whole = await commit([partOf(batch)]);
@@ -438,10 +435,7 @@ export async function startProcessor<T>(
       if (!isRecordError(err) || fatal) throw err;
       await recordByRecord(batch, err);
     }
-    if (whole) {
-      committed?.();
-      await finish([batch], whole);
-    }
+    if (whole) await finish([batch], whole);
     replayFrom.delete(batch.partition);
   };
 
@@ -475,13 +469,7 @@ export async function startProcessor<T>(
     return round.sort((a, b) => a.batch.partition - b.batch.partition);
   };
 
-  /**
-   * Applies a round. `release` frees its place among the transactions in flight: it is called once
-   * the round's transaction has committed, so that the next round's transaction runs while this
-   * one's afterCommit work (the rank index) is done. That work never overlaps a later batch of the
-   * same partitions: their next batches come only once these are resolved.
-   */
-  const runRound = async (round: Waiting[], release: () => void): Promise<void> => {
+  const runRound = async (round: Waiting[]): Promise<void> => {
     const timers = round.map(() => deps.metrics.consumerBatchSeconds.startTimer(labels));
     const settle = async (i: number, work: () => Promise<void>) => {
       try {
@@ -492,7 +480,7 @@ export async function startProcessor<T>(
         round[i]!.reject(err);
       }
     };
-    if (round.length === 1) return settle(0, () => alone(round[0]!.batch, release));
+    if (round.length === 1) return settle(0, () => alone(round[0]!.batch));
     const batches = round.map((w) => w.batch);
     let c: Committed;
     try {
@@ -507,7 +495,6 @@ export async function startProcessor<T>(
       for (const [i, w] of round.entries()) await settle(i, () => alone(w.batch));
       return;
     }
-    release();
     try {
       await finish(batches, c);
     } catch (err) {
@@ -526,14 +513,10 @@ export async function startProcessor<T>(
       const round = takeRound();
       if (round.length === 0) return;
       inFlight++;
-      let released = false;
-      const release = () => {
-        if (released) return;
-        released = true;
+      void runRound(round).finally(() => {
         inFlight--;
         pump();
-      };
-      void runRound(round, release).finally(release);
+      });
     }
   };
 
