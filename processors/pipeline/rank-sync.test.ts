@@ -17,7 +17,7 @@ import { runSteps, type StepBatch } from './step';
 
 const T0 = Date.parse('2026-11-20T10:00:00Z');
 
-function batchAt(offset: number, user: string): StepBatch {
+function batchAt(offset: number, user: string, partition = 0): StepBatch {
   const event: EventRecord = {
     tenant_id: 'acme',
     event_id: `e${offset}`,
@@ -29,9 +29,9 @@ function batchAt(offset: number, user: string): StepBatch {
     actor_metadata_json: null,
     subject_json: null,
   };
-  const record = { topic: 't', partition: 0, offset, key: `acme:${user}`, value: event, timestamp: 0 };
+  const record = { topic: 't', partition, offset, key: `acme:${user}`, value: event, timestamp: 0 };
   return {
-    parts: [{ partition: 0, firstOffset: offset, nextOffset: offset + 1 }],
+    parts: [{ partition, firstOffset: offset, nextOffset: offset + 1 }],
     events: [{ index: 0, record, event, view: eventView(event) }],
     replayed: [],
     tenants: ['acme'],
@@ -91,5 +91,36 @@ describe('rank sync push [PGlite, memory index]', () => {
     expect(await deps.ranks.watermark('pipeline:events', 0)).toBe(3);
     const top = await deps.ranks.range('acme:games:all_time', 0, 10);
     expect(top.map((e) => e.member).sort()).toEqual(['u1', 'u2', 'u3']);
+  });
+
+  it('updates each partition of a round under its own watermark, with its own users', async () => {
+    const ranks = new MemoryRankIndex();
+    const sync = new RankSync({ ranks, sql, log: createLogger('silent') }, 'pipeline:round');
+    const step = new ScoringStep(sync);
+    // One batch of two partitions (a round): partition 3 at offsets 0-1, partition 5 at offset 7.
+    const a = batchAt(0, 'r1', 3);
+    const b = batchAt(1, 'r1', 3);
+    const c = batchAt(7, 'r2', 5);
+    const round: StepBatch = {
+      ...a,
+      parts: [
+        { partition: 3, firstOffset: 0, nextOffset: 2 },
+        { partition: 5, firstOffset: 7, nextOffset: 8 },
+      ],
+      events: [a, b, c].map((x, index) => ({ ...x.events[0]!, index })),
+    };
+    const r = await sql.tx((q) => runSteps(q, [step], round));
+    await r.afterCommit();
+    expect(await ranks.watermark('pipeline:round', 3)).toBe(2);
+    expect(await ranks.watermark('pipeline:round', 5)).toBe(8);
+    const rows = await sql.query<{ user_id: string; partition: number }>(
+      `SELECT user_id, partition FROM leaderboard_scores WHERE user_id IN ('r1', 'r2') ORDER BY user_id`,
+    );
+    expect(rows.rows.map((x) => [x.user_id, Number(x.partition)])).toEqual([
+      ['r1', 3],
+      ['r2', 5],
+    ]);
+    expect((await ranks.get('acme:games:all_time', 'r1'))?.score).toBe(2);
+    expect((await ranks.get('acme:games:all_time', 'r2'))?.score).toBe(1);
   });
 });
