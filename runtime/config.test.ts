@@ -47,6 +47,14 @@ describe('loadConfig', () => {
     expect(loadConfig({ LUDUS_RATE_LIMIT_QUERY: 'off' }).rateLimits.query).toEqual([]);
   });
 
+  it('runs one pipeline transaction at a time on PGlite and no limit on Postgres, unless told', () => {
+    expect(loadConfig({})).toMatchObject({ pipelineTransactions: 1, pipelineRoundRecords: 4000 });
+    expect(loadConfig(distributed).pipelineTransactions).toBe(0);
+    expect(
+      loadConfig({ ...distributed, LUDUS_PIPELINE_TRANSACTIONS: '2', LUDUS_PIPELINE_ROUND_RECORDS: '500' }),
+    ).toMatchObject({ pipelineTransactions: 2, pipelineRoundRecords: 500 });
+  });
+
   it('parses a subset of roles', () => {
     expect(loadConfig({ LUDUS_ROLES: 'ingest, api, processors' }).roles).toEqual([
       'ingest',
@@ -58,6 +66,9 @@ describe('loadConfig', () => {
   const bad: Array<[string, Record<string, string>, RegExp]> = [
     ['unknown shape', { LUDUS_SHAPE: 'cloud' }, /^LUDUS_SHAPE: must be one of embedded, distributed/],
     ['unknown role', { LUDUS_ROLES: 'ingest,web' }, /^LUDUS_ROLES: unknown role "web"/],
+    ['a negative transaction limit', { LUDUS_PIPELINE_TRANSACTIONS: '-1' }, /^LUDUS_PIPELINE_TRANSACTIONS:/],
+    ['rounds of no records', { LUDUS_PIPELINE_ROUND_RECORDS: '0' }, /^LUDUS_PIPELINE_ROUND_RECORDS:/],
+
     ['unknown adapter', { LUDUS_EVENT_LOG: 'rabbit' }, /^LUDUS_EVENT_LOG: must be one of local, kafka/],
     [
       'malformed URL',
