@@ -156,8 +156,8 @@ export class Wallet {
 
   /**
    * The one path of every balance change: idempotency keys (locked first, so concurrent movements
-   * with one key serialise whatever users or currencies they name; then read before and after the
-   * balance lock: a concurrent movement with the same key may commit while this one waits), currencies, balance
+   * with one key serialise whatever users or currencies they name; then read once, under the
+   * lock), currencies, balance
    * rows created and locked in one order, then the ledger rows and balances written in one
    * statement each, then the batch's facts emitted (in ledger order).
    */
@@ -201,11 +201,13 @@ export class Wallet {
     }
     if (pending().length === 0) return results as BatchResult[];
 
+    // No second read of the keys after this lock: a concurrent movement with one of these keys
+    // waits for the key's lock (lockKeys, held to COMMIT), and one that held it before committed
+    // before the read above began, so the read saw it.
     const balances = await this.lockBalances(
       q,
       pending().map(({ m }) => m),
     );
-    await replayKnown();
 
     const ledger: Array<LedgerRow & { lifetime_earned: number; m: Signed }> = [];
     const inBatch = new Map<string, LedgerRow>();
