@@ -16,6 +16,7 @@
  * SQL types. Numeric columns come back as numbers (pg returns bigint as a string).
  */
 import type { Queryable } from '../adapters/sql/types';
+import { write } from '../adapters/sql/write-behind';
 
 export type SqlType = 'text' | 'bigint' | 'integer' | 'int' | 'float8' | 'double precision' | 'boolean';
 
@@ -108,7 +109,9 @@ export class BatchState<R extends object> {
       .map((row) => [this.id(row), row] as const)
       .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
       .map(([, row]) => row as Record<string, unknown>);
-    await q.query(
+    // Nothing is read back: on a write-behind transaction, the statement is sent without waiting.
+    await write(
+      q,
       this.upsertSql,
       [...this.spec.keys, ...this.spec.values].map((c) => sorted.map((row) => row[c.column])),
     );

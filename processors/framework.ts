@@ -33,6 +33,7 @@
  */
 import type { Batch, Consumer, EventLog, LogRecord } from '../adapters/eventlog/types';
 import type { Queryable, Sql } from '../adapters/sql/types';
+import { WriteBehind } from '../adapters/sql/write-behind';
 import type { Topic } from '../schemas/topics';
 import type { Logger } from '../shared/logger';
 import type { Metrics } from '../shared/metrics';
@@ -311,7 +312,11 @@ export async function startProcessor<T>(
         let res: ApplyResult;
         if (poison) res = { outcomes: fresh.map(() => deadLetter(poison.reason, poison.reasonClass)) };
         else {
-          res = await p.apply(q, { parts: ranges, fresh, replayed });
+          // The processor's writes that read nothing back go out without waiting (write-behind);
+          // all of them have succeeded before the dead letters, the offsets and COMMIT.
+          const wq = new WriteBehind(q);
+          res = await p.apply(wq, { parts: ranges, fresh, replayed });
+          await wq.settle();
           if (res.outcomes.length !== fresh.length)
             throw new FrameworkError(
               `${p.group}: ${res.outcomes.length} outcomes for ${fresh.length} records`,

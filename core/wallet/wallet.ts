@@ -8,6 +8,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { Queryable } from '../../adapters/sql/types';
+import { write } from '../../adapters/sql/write-behind';
 import type { FactBus, WalletMoved } from '../facts';
 import { systemRandom, type Random } from '../random';
 
@@ -251,7 +252,8 @@ export class Wallet {
 
     await this.writeLedger(q, ledger);
     const changed = [...balances.values()].filter((b) => b.changed);
-    await q.query(
+    await write(
+      q,
       `UPDATE balances b SET available = u.available, lifetime_earned = u.lifetime
        FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[]) AS u(tenant_id, user_id, currency_id, available, lifetime)
        WHERE b.tenant_id = u.tenant_id AND b.user_id = u.user_id AND b.currency_id = u.currency_id`,
@@ -341,7 +343,8 @@ export class Wallet {
   }
 
   private async writeLedger(q: Queryable, rows: Array<LedgerRow & { m: Signed }>): Promise<void> {
-    await q.query(
+    await write(
+      q,
       `INSERT INTO ledger (id, tenant_id, user_id, currency_id, amount, balance_after, source_type, source_ref, description, idempotency_key, created_at)
        SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::bigint[], $7::text[], $8::text[], $9::text[], $10::text[], $11::bigint[])`,
       [
