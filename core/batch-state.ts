@@ -16,7 +16,7 @@
  * SQL types. Numeric columns come back as numbers (pg returns bigint as a string).
  */
 import type { Queryable } from '../adapters/sql/types';
-import { write } from '../adapters/sql/write-behind';
+import { write } from './write-behind';
 
 export type SqlType = 'text' | 'bigint' | 'integer' | 'int' | 'float8' | 'double precision' | 'boolean';
 

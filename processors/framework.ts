@@ -33,7 +33,7 @@
  */
 import type { Batch, Consumer, EventLog, LogRecord } from '../adapters/eventlog/types';
 import type { Queryable, Sql } from '../adapters/sql/types';
-import { WriteBehind } from '../adapters/sql/write-behind';
+import { WriteBehind } from '../core/write-behind';
 import type { Topic } from '../schemas/topics';
 import type { Logger } from '../shared/logger';
 import type { Metrics } from '../shared/metrics';

@@ -8,7 +8,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { Queryable } from '../../adapters/sql/types';
-import { write } from '../../adapters/sql/write-behind';
+import { write } from '../write-behind';
 import type { FactBus, WalletMoved } from '../facts';
 import { systemRandom, type Random } from '../random';
 

@@ -3,8 +3,8 @@
  * order before the reads that follow them, and a failed write is what the transaction throws
  * (not the "transaction is aborted" of the statements after it), at the next read or at settle.
  */
-import { openTestPglite } from '../../tests/support/stack';
-import type { Sql } from './types';
+import { openTestPglite } from '../tests/support/stack';
+import type { Sql } from '../adapters/sql/types';
 import { write, WriteBehind } from './write-behind';
 
 describe('WriteBehind [PGlite]', () => {

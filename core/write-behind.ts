@@ -11,7 +11,7 @@
  * of the transaction calls before its last statements and COMMIT, and by any later `query` (whose
  * own error would only say that the transaction is aborted, SQLSTATE 25P02).
  */
-import type { Queryable, QueryResult } from './types';
+import type { Queryable, QueryResult } from '../adapters/sql/types';
 
 export class WriteBehind implements Queryable {
   private pending: Array<Promise<void>> = [];
