@@ -500,17 +500,11 @@ export async function startProcessor<T>(
       for (const [i, w] of round.entries()) await settle(i, () => alone(w.batch));
       return;
     }
-    try {
-      await finish(batches, c);
-    } catch (err) {
-      for (const w of round) w.reject(err);
-      return;
-    }
-    for (const [i, w] of round.entries()) {
-      replayFrom.delete(w.batch.partition);
-      timers[i]!();
-      w.resolve();
-    }
+    // One afterCommit for the round: every batch of it succeeds or fails with it.
+    const finished = finish(batches, c).then(() => {
+      for (const b of batches) replayFrom.delete(b.partition);
+    });
+    await Promise.all(round.map((_, i) => settle(i, () => finished)));
   };
 
   const pump = (): void => {

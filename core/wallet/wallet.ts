@@ -168,22 +168,14 @@ export class Wallet {
         ? undefined
         : new WalletError('invalid_amount', 'amount must be a positive integer (minor units)'),
     );
-    await this.lockKeys(
-      q,
-      ms.filter((m, i) => !results[i] && m.idempotency_key),
-    );
-    const replayKnown = async () => {
-      const seen = await this.byKeys(
-        q,
-        ms.filter((m, i) => !results[i] && m.idempotency_key),
-      );
-      ms.forEach((m, i) => {
-        const s =
-          !results[i] && m.idempotency_key ? seen.get(pairId(m.tenant_id, m.idempotency_key)) : undefined;
-        if (s) results[i] = this.replay(s, m);
-      });
-    };
-    await replayKnown();
+    const keyed = ms.filter((m, i) => !results[i] && m.idempotency_key);
+    await this.lockKeys(q, keyed);
+    const seen = await this.byKeys(q, keyed);
+    ms.forEach((m, i) => {
+      const s =
+        !results[i] && m.idempotency_key ? seen.get(pairId(m.tenant_id, m.idempotency_key)) : undefined;
+      if (s) results[i] = this.replay(s, m);
+    });
     const pending = () => ms.map((m, i) => ({ m, i })).filter(({ i }) => !results[i]);
     if (pending().length === 0) return results as BatchResult[];
 
