@@ -14,6 +14,7 @@
  */
 import { Type, type Resolver, type Schema } from 'avsc';
 import { COMPATIBILITY, SchemaRegistry, SchemaType } from '@kafkajs/confluent-schema-registry';
+import { TimeoutMiddleware } from 'mappersmith/middleware/timeout';
 import type { Topic } from '../../schemas/topics';
 import { errorMessage } from './common';
 
@@ -111,10 +112,20 @@ export interface RegistryAvroCodecOptions {
   subjectPrefix?: string;
   /** Compatibility level set on a subject registered for the first time. Default BACKWARD. */
   compatibility?: COMPATIBILITY;
+  /** The longest a single request to the registry may take, in ms. Default REQUEST_TIMEOUT_MS. */
+  requestTimeoutMs?: number;
 }
 
 /** How many times a writer schema registration is tried before its error is thrown. */
-const REGISTER_ATTEMPTS = 4;
+const REGISTER_ATTEMPTS = 6;
+/** The longest pause between two registration attempts. */
+const REGISTER_MAX_PAUSE_MS = 2_000;
+/**
+ * The longest a single request to the registry may take. Without it a request the registry never
+ * answers (seen once in CI, with every role's tests registering subjects at the same time) would
+ * hold the caller forever; with it, the request fails and is tried again like any other failure.
+ */
+const REQUEST_TIMEOUT_MS = 5_000;
 
 /** Avro in the Confluent wire format, schema ids from a schema registry. */
 export class RegistryAvroCodec implements SchemaCodec {
@@ -126,7 +137,11 @@ export class RegistryAvroCodec implements SchemaCodec {
 
   constructor(private readonly opts: RegistryAvroCodecOptions) {
     // mappersmith retries 5xx itself; keep it short so an outage surfaces as an error quickly.
-    this.registry = new SchemaRegistry({ host: opts.url, retry: { retries: 2, maxRetryTimeInSecs: 2 } });
+    this.registry = new SchemaRegistry({
+      host: opts.url,
+      retry: { retries: 2, maxRetryTimeInSecs: 2 },
+      middlewares: [TimeoutMiddleware(opts.requestTimeoutMs ?? REQUEST_TIMEOUT_MS)],
+    });
   }
 
   subject(topic: Topic<unknown>): string {
@@ -138,24 +153,30 @@ export class RegistryAvroCodec implements SchemaCodec {
    * Processes that start together register a new subject at the same moment, and the registry
    * then refuses all but one of them setting its compatibility level (Apicurio: 409 "A rule named
    * 'COMPATIBILITY' already exists"); the registration is tried again, a few times with a pause,
-   * and the retry finds the subject and the level in place.
+   * and the retry finds the subject and the level in place. A request that gets no answer within
+   * REQUEST_TIMEOUT_MS counts as a failure: against a registry that answers nothing, a registration
+   * gives up after about 35 s (six attempts of 5 s and the pauses between them).
    */
   writerSchemaId(topic: Topic<unknown>): Promise<number> {
     const subject = this.subject(topic);
     let id = this.writerIds.get(subject);
     if (!id) {
       const schema = JSON.stringify(typesOf(topic).writer.schema());
+      const compatibility = this.opts.compatibility ?? COMPATIBILITY.BACKWARD;
       const register = async (): Promise<number> => {
         for (let attempt = 1; ; attempt++) {
           try {
             const r = await this.registry.register(
               { type: SchemaType.AVRO, schema },
-              { subject, compatibility: this.opts.compatibility ?? COMPATIBILITY.BACKWARD },
+              { subject, compatibility },
             );
             return r.id;
           } catch (err) {
             if (attempt >= REGISTER_ATTEMPTS) throw err;
-            await new Promise((r) => setTimeout(r, 100 * 2 ** attempt));
+            if ((err as Error)?.name === 'ConfluentSchemaRegistryCompatibilityError') {
+              await this.completeLevel(subject, compatibility, err);
+            }
+            await new Promise((r) => setTimeout(r, Math.min(REGISTER_MAX_PAUSE_MS, 100 * 2 ** attempt)));
           }
         }
       };
@@ -192,6 +213,31 @@ export class RegistryAvroCodec implements SchemaCodec {
 
   writerVersion(topic: Topic<unknown>): number {
     return topic.schemas.length;
+  }
+
+  /**
+   * A first registration is two requests: the schema, then the subject's compatibility level. When
+   * the second one is lost (a timeout, a crash in between), the subject exists at the registry's
+   * default level, and the client library refuses every later registration because that level is
+   * not the one asked for. Apicurio's default is NONE (Confluent's is BACKWARD, which matches): a
+   * subject found at NONE gets its level set here, and the registration is tried again. Any other
+   * level was chosen by an operator and is kept: the mismatch is thrown as it is.
+   */
+  private async completeLevel(subject: string, level: COMPATIBILITY, mismatch: unknown): Promise<void> {
+    const url = `${this.opts.url}/config/${encodeURIComponent(subject)}`;
+    const timeout = this.opts.requestTimeoutMs ?? REQUEST_TIMEOUT_MS;
+    const headers = { 'Content-Type': 'application/vnd.schemaregistry.v1+json' };
+    const current = await fetch(url, { headers, signal: AbortSignal.timeout(timeout) });
+    const body = (await current.json()) as { compatibilityLevel?: string };
+    if (!current.ok || body.compatibilityLevel?.toUpperCase() !== 'NONE') throw mismatch;
+    const set = await fetch(url, {
+      method: 'PUT',
+      headers,
+      body: JSON.stringify({ compatibility: level }),
+      signal: AbortSignal.timeout(timeout),
+    });
+    // 409: another process set it meanwhile (Apicurio's "rule already exists"); the retry checks.
+    if (!set.ok && set.status !== 409) throw new Error(`setting the level of ${subject}: HTTP ${set.status}`);
   }
 
   private writerType(id: number): Promise<AvroType> {

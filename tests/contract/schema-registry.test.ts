@@ -5,6 +5,8 @@
  * subject's compatibility level (Apicurio answers 409); before the codec retried, the losers failed
  * to start (seen in the pipeline benchmark right after a clean-up).
  */
+import { createServer, request, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { RegistryAvroCodec } from '../../adapters/eventlog/codec';
 import { EVENTS_TOPIC } from '../../schemas/topics';
 import { deleteSubjectsByPrefix } from '../support/cleanup';
@@ -27,9 +29,73 @@ describe('RegistryAvroCodec [schema registry]', () => {
       const ids = await Promise.all(codecs.map((c) => c.writerSchemaId(EVENTS_TOPIC)));
       expect(new Set(ids).size).toBe(1);
       const latest = (await (
-        await fetch(`${stack.schemaRegistryUrl}/subjects/${prefix}${EVENTS_TOPIC.name}-value/versions/latest`)
+        await fetch(
+          `${stack.schemaRegistryUrl}/subjects/${prefix}${EVENTS_TOPIC.name}-value/versions/latest`,
+          {
+            signal: AbortSignal.timeout(10_000),
+          },
+        )
       ).json()) as { id: number };
       expect(latest.id).toBe(ids[0]);
+    }
+  });
+
+  it('tries a request the registry never answers again, and registers', async () => {
+    // A proxy in front of the real registry that leaves the first request of each method and path
+    // unanswered (the connection stays open), and forwards every later one. The first PUT of the
+    // subject's level is among them: the schema is registered, the level is not.
+    const target = new URL(stack.schemaRegistryUrl);
+    const seen = new Set<string>();
+    let swallowed = 0;
+    const proxy: Server = createServer((req, res) => {
+      const key = `${req.method} ${req.url}`;
+      if (!seen.has(key)) {
+        seen.add(key);
+        swallowed++;
+        req.resume();
+        return;
+      }
+      const upstream = request(
+        { host: target.hostname, port: target.port, method: req.method, path: req.url, headers: req.headers },
+        (up) => {
+          res.writeHead(up.statusCode ?? 502, up.headers);
+          up.pipe(res);
+        },
+      );
+      upstream.on('error', () => res.destroy());
+      req.pipe(upstream);
+    });
+    await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', r));
+    try {
+      const { port } = proxy.address() as AddressInfo;
+      const prefix = `${uniqueName('t')}.`;
+      prefixes.push(prefix);
+      const codec = new RegistryAvroCodec({
+        url: `http://127.0.0.1:${port}${target.pathname}`,
+        subjectPrefix: prefix,
+        requestTimeoutMs: 300,
+      });
+      const id = await codec.writerSchemaId(EVENTS_TOPIC);
+      expect(swallowed).toBeGreaterThan(0);
+      const latest = (await (
+        await fetch(
+          `${stack.schemaRegistryUrl}/subjects/${prefix}${EVENTS_TOPIC.name}-value/versions/latest`,
+          {
+            signal: AbortSignal.timeout(10_000),
+          },
+        )
+      ).json()) as { id: number };
+      expect(latest.id).toBe(id);
+      // The lost request that set the subject's level was made good on a later attempt.
+      const config = (await (
+        await fetch(`${stack.schemaRegistryUrl}/config/${prefix}${EVENTS_TOPIC.name}-value`, {
+          signal: AbortSignal.timeout(10_000),
+        })
+      ).json()) as { compatibilityLevel: string };
+      expect(config.compatibilityLevel).toBe('BACKWARD');
+    } finally {
+      proxy.closeAllConnections();
+      await new Promise((r) => proxy.close(r));
     }
   });
 });
