@@ -143,7 +143,7 @@ export async function openEventLog(config: Config, sql: Sql, log: Logger): Promi
     const { sqlLogImporter } = await import('../adapters/eventlog/local');
     const dir = join(config.dataDir, 'log');
     try {
-      return new FileEventLog({ dir, log: logTo, importer: sqlLogImporter(sql) });
+      return new FileEventLog({ dir, log: logTo, importer: sqlLogImporter(sql), ...config.fileLog });
     } catch (err) {
       if (!(err instanceof DataDirInUse)) throw err;
       throw new StartupError(

@@ -55,6 +55,16 @@ describe('loadConfig', () => {
     ).toMatchObject({ pipelineTransactions: 2, pipelineRoundRecords: 500 });
   });
 
+  it('keeps the embedded log in 64 MiB segments for 720 hours, unless told', () => {
+    expect(loadConfig({}).fileLog).toEqual({
+      segmentBytes: 64 * 1024 * 1024,
+      retentionMs: 720 * 3600 * 1000,
+    });
+    expect(
+      loadConfig({ LUDUS_EVENT_LOG_SEGMENT_MB: '8', LUDUS_EVENT_LOG_RETENTION_HOURS: '24' }).fileLog,
+    ).toEqual({ segmentBytes: 8 * 1024 * 1024, retentionMs: 24 * 3600 * 1000 });
+  });
+
   it('parses a subset of roles', () => {
     expect(loadConfig({ LUDUS_ROLES: 'ingest, api, processors' }).roles).toEqual([
       'ingest',
@@ -68,6 +78,12 @@ describe('loadConfig', () => {
     ['unknown role', { LUDUS_ROLES: 'ingest,web' }, /^LUDUS_ROLES: unknown role "web"/],
     ['a negative transaction limit', { LUDUS_PIPELINE_TRANSACTIONS: '-1' }, /^LUDUS_PIPELINE_TRANSACTIONS:/],
     ['rounds of no records', { LUDUS_PIPELINE_ROUND_RECORDS: '0' }, /^LUDUS_PIPELINE_ROUND_RECORDS:/],
+    ['segments of no bytes', { LUDUS_EVENT_LOG_SEGMENT_MB: '0' }, /^LUDUS_EVENT_LOG_SEGMENT_MB:/],
+    [
+      'a retention of hours that are not',
+      { LUDUS_EVENT_LOG_RETENTION_HOURS: 'a week' },
+      /^LUDUS_EVENT_LOG_RETENTION_HOURS:/,
+    ],
 
     ['unknown adapter', { LUDUS_EVENT_LOG: 'rabbit' }, /^LUDUS_EVENT_LOG: must be one of local, kafka/],
     [

@@ -82,6 +82,12 @@ export interface Config {
   pipelineTransactions: number;
   /** Records of one pipeline round at most. */
   pipelineRoundRecords: number;
+  /**
+   * The embedded shape's event log files (adapters/eventlog/file.ts): segments are closed at this
+   * size, and deleted once their last record is older than the retention (never a partition's
+   * last segment). Kafka's retention is the broker's own configuration.
+   */
+  fileLog: { segmentBytes: number; retentionMs: number };
   /** Users per chunk of an achievement backfill (one transaction each; docs/achievements.md "Backfill"). */
   achievementBackfillChunkUsers: number;
   /** Live leaderboard WebSockets (docs/leaderboards.md "Live updates"). */
@@ -358,6 +364,10 @@ export function loadConfig(env: Env = process.env): Config {
     schedulerIntervalMs: int('LUDUS_SCHEDULER_INTERVAL_MS', 1000, 50, 3600000),
     pipelineTransactions: int('LUDUS_PIPELINE_TRANSACTIONS', adapters.sql === 'pglite' ? 1 : 0, 0, 1000),
     pipelineRoundRecords: int('LUDUS_PIPELINE_ROUND_RECORDS', 4000, 1, 100000),
+    fileLog: {
+      segmentBytes: int('LUDUS_EVENT_LOG_SEGMENT_MB', 64, 1, 1024) * 1024 * 1024,
+      retentionMs: int('LUDUS_EVENT_LOG_RETENTION_HOURS', 720, 1, 24 * 365 * 10) * 3600 * 1000,
+    },
     achievementBackfillChunkUsers: int('LUDUS_ACHIEVEMENT_BACKFILL_CHUNK_USERS', 500, 1, 100000),
     live: {
       throttleMs: int('LUDUS_LIVE_THROTTLE_MS', 1000, 50, 60000),

@@ -1,13 +1,24 @@
 /**
  * FileEventLog beyond the shared contract (tests/contract/eventlog.contract.test.ts): what its files
  * hold after concurrent appends (group commit), a torn tail after a crash, damage that is not a
- * torn tail, stored offsets beyond the end, and the one-time carry-over of an older SQL log.
+ * torn tail, stored offsets beyond the end, segments and their retention, and the one-time
+ * carry-over of an older SQL log.
  */
-import { appendFileSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import {
+  appendFileSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  truncateSync,
+  unlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { LocalEventLog, sqlLogImporter } from './local';
-import { FileEventLog, frameRecord, MAX_GROUP_BYTES } from './file';
+import { FileEventLog, frameRecord, MAX_GROUP_BYTES, segmentFileName } from './file';
 import type { Batch, EventLog } from './types';
 import { EVENTS_TOPIC, eventKey, type EventRecord, type Topic } from '../../schemas/topics';
 import type { LogLevel } from './common';
@@ -195,6 +206,117 @@ describe('FileEventLog', () => {
     await new Promise((r) => setTimeout(r, 200)); // the loops keep refusing; nothing to wait for
     expect(handled).toBe(0);
     await c.stop();
+  });
+
+  describe('segments and retention', () => {
+    /** A partition's segment files in offset order. */
+    const segments = (p: number) =>
+      readdirSync(join(dir, TOPIC.name))
+        .filter((n) => n === `${p}.log` || n.startsWith(`${p}-`))
+        .sort((x, y) => (x === `${p}.log` ? -1 : y === `${p}.log` ? 1 : x < y ? -1 : 1));
+    /** Appends `groups` calls of 20 records one after the other (each a group of its own). */
+    const appendGroups = async (l: EventLog, groups: number, from = 0) => {
+      for (let i = 0; i < groups; i++) await l.append(TOPIC, records(20, 7, from + i * 20));
+    };
+
+    it('starts a new segment when the last one is full, and reads across them after a reopen', async () => {
+      const a = newLog({ segmentBytes: 2048 });
+      await a.ensureTopic(TOPIC);
+      await appendGroups(a, 30);
+      const ends = await a.endOffsets(TOPIC);
+      await a.close();
+      for (let p = 0; p < TOPIC.partitions; p++) {
+        const names = segments(p);
+        expect(names.length).toBeGreaterThan(2);
+        expect(names[0]).toBe(`${p}.log`);
+      }
+
+      const b = newLog({ segmentBytes: 2048 });
+      expect(await b.endOffsets(TOPIC)).toEqual(ends);
+      await appendGroups(b, 5, 600);
+      const got = await readAll(b, 700);
+      const ids = [...got.values()].flat().map((r) => r.id);
+      expect(ids.sort()).toEqual(
+        records(700)
+          .map((r) => r.value.event_id)
+          .sort(),
+      );
+      for (const list of got.values()) expect(list.map((r) => r.offset)).toEqual(list.map((_, i) => i));
+    });
+
+    it('deletes old segments past the retention, never the last; consumers go on at the new start', async () => {
+      let now = 1_800_000_000_000;
+      const opts = {
+        segmentBytes: 2048,
+        retentionMs: 3_600_000,
+        retentionCheckMs: 3_600_000,
+        now: () => now,
+      };
+      const a = newLog(opts);
+      await a.ensureTopic(TOPIC);
+      await appendGroups(a, 20); // old
+      const before = segments(0).length;
+      now += 2 * 3_600_000;
+      await appendGroups(a, 3, 400); // recent: in the last segment (or two)
+      await a.enforceRetention();
+      const ends = await a.endOffsets(TOPIC);
+      for (let p = 0; p < TOPIC.partitions; p++) {
+        expect(segments(p).length).toBeLessThan(before);
+        expect(segments(p)).not.toContain(`${p}.log`);
+      }
+      expect(warnings).toEqual([]);
+
+      // A group that had read nothing (stored offset 0) goes on at the oldest record left.
+      const got = await readAll(a, 60);
+      for (const [p, list] of got) {
+        expect(list[0].offset).toBeGreaterThan(0);
+        expect(list[list.length - 1].offset).toBe(ends.get(p)! - 1);
+        expect(list.map((r) => r.offset)).toEqual(list.map((_, i) => list[0].offset + i));
+      }
+      expect(warnings.some((w) => /deleted by retention/.test(w))).toBe(true);
+      expect([...got.values()].flat().map((r) => r.id)).toEqual(
+        expect.arrayContaining(records(60, 7, 400).map((r) => r.value.event_id)),
+      );
+
+      // Everything old is gone but each partition's last segment stays, and a reopen agrees.
+      now += 10 * 3_600_000;
+      await a.enforceRetention();
+      for (let p = 0; p < TOPIC.partitions; p++) expect(segments(p)).toHaveLength(1);
+      await a.close();
+      const b = newLog(opts);
+      expect(await b.endOffsets(TOPIC)).toEqual(ends);
+      await b.append(TOPIC, records(10, 7, 1000));
+      const after = await b.endOffsets(TOPIC);
+      expect([...after.values()].reduce((x, y) => x + y, 0)).toBe(
+        [...ends.values()].reduce((x, y) => x + y, 0) + 10,
+      );
+    });
+
+    it('refuses to open when a segment before the last is damaged or one is missing', async () => {
+      const a = newLog({ segmentBytes: 2048 });
+      await a.ensureTopic(TOPIC);
+      await appendGroups(a, 30);
+      await a.close();
+      const names = segments(0);
+      const path = join(dir, TOPIC.name, names[1]);
+      const size = statSync(path).size;
+      truncateSync(path, size - 5); // a torn tail, but not in the last segment
+      await expect(newLog({ segmentBytes: 2048 }).endOffsets(TOPIC)).rejects.toThrow(
+        /a later one follows .*refusing to cut acknowledged records off/,
+      );
+      expect(statSync(path).size).toBe(size - 5); // nothing was cut
+      for (const l of open.splice(0)) await l.close();
+
+      unlinkSync(path); // a gap in the offsets
+      await expect(newLog({ segmentBytes: 2048 }).endOffsets(TOPIC)).rejects.toThrow(
+        /but the segment before it ends at/,
+      );
+    });
+
+    it('names segments by base offset, the first one as before', () => {
+      expect(segmentFileName(3, 0)).toBe('3.log');
+      expect(segmentFileName(3, 1234)).toBe('3-00000000000000001234.log');
+    });
   });
 
   it('refuses appends larger than one group, and values that do not fit the schema, appending nothing', async () => {

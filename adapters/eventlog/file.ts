@@ -2,13 +2,21 @@
  * FileEventLog: the embedded shape's event log (issue 19), append-only files in the data
  * directory, so that PGlite runs the pipeline's transactions only.
  *
- * Layout: `<dir>/<topic>/meta.json` ({"partitions": n}) and one file per partition,
- * `<dir>/<topic>/<partition>.log`, a sequence of records, each
+ * Layout: `<dir>/<topic>/meta.json` ({"partitions": n}) and per partition one or more segment
+ * files, `<dir>/<topic>/<partition>.log` (the first, base offset 0) and
+ * `<dir>/<topic>/<partition>-<base offset, 20 digits>.log`, each a sequence of records, each
  *
  *   u32 body length | u32 CRC-32 of the body | body
  *   body = u8 format (1) | f64 append time (Unix ms) | u16 schema version | u32 key length | key (UTF-8) | value (Avro)
  *
- * (little-endian). A record's offset is its index in the file: 0, 1, 2, ...
+ * (little-endian). A record's offset is its segment's base offset plus its index in the segment.
+ *
+ * Segments and retention: appends go to a partition's last segment; a flush that finds it at
+ * `segmentBytes` or more starts a new one first (a segment holds whole groups: one is never
+ * written again once the next exists). `enforceRetention` (on open, then every
+ * `retentionCheckMs`) deletes a partition's oldest segments whose last append is older than
+ * `retentionMs`, never the last one, as Kafka's time retention does. A consumer whose stored
+ * offset lies below the oldest record left goes on at that record, with a warning.
  *
  * Appends, group commit: `append` encodes and frames its records, queues them and waits. One flush
  * at a time takes everything queued (up to MAX_GROUP_BYTES per partition), hands out offsets,
@@ -19,11 +27,12 @@
  * append of the group and cuts the files back to their last durable size (offsets are not
  * reused by records anyone saw); if even that fails, the log refuses further appends.
  *
- * Opening (crash recovery): every partition file is read once, checking each record's length and
- * CRC. A torn or corrupt record at the end (a crash during a write that was never acknowledged) is
- * cut off, with a warning naming the bytes dropped. Bad bytes followed by more than one group's
- * worth of data cannot be a torn write: the log then refuses to open rather than drop acknowledged
- * records.
+ * Opening (crash recovery): every segment file is read once, checking each record's length and
+ * CRC. A torn or corrupt record at the end of the last segment (a crash during a write that was
+ * never acknowledged) is cut off, with a warning naming the bytes dropped. Bad bytes followed by
+ * more than one group's worth of data, bad bytes in an earlier segment, or segments whose offsets
+ * do not follow on cannot be a torn write: the log then refuses to open rather than drop
+ * acknowledged records.
  *
  * Reads: consumer loops (groups.ts, the same consumer groups as LocalEventLog) read from the files
  * with positional reads at a cursor remembered per read position, or from a sparse in-memory index
@@ -31,11 +40,11 @@
  * error (the log files and the SQL store do not belong together), never a silent skip.
  *
  * One process per directory: the directory is locked (`<dir>.lock`, adapters/sql/dirlock.ts), and
- * consumer groups live in this instance. Retention: none; the files grow with every event.
+ * consumer groups live in this instance.
  */
 import { EventEmitter } from 'node:events';
 import { mkdirSync, openSync, fsyncSync, closeSync } from 'node:fs';
-import { mkdir, open, readdir, rename, rm, stat, writeFile, type FileHandle } from 'node:fs/promises';
+import { mkdir, open, readdir, rename, rm, stat, unlink, writeFile, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { crc32 } from 'node:zlib';
 import { lockDir, type DirLock } from '../sql/dirlock';
@@ -74,6 +83,14 @@ export interface FileEventLogOptions {
   retryBackoff?: BackoffOptions;
   /** Diagnostics. Default: errors to stderr. */
   log?: EventLogLogger;
+  /** A partition's last segment is closed for appends at this size. Default 64 MiB. */
+  segmentBytes?: number;
+  /** Segments whose last append is older than this are deleted (never a partition's last). Default 30 days (720 h, as ops/stack's Kafka). */
+  retentionMs?: number;
+  /** How often retention is enforced. Default: a tenth of retentionMs, at most every 5 minutes. */
+  retentionCheckMs?: number;
+  /** The clock of retention (tests). Default Date.now. */
+  now?: () => number;
   /**
    * Records to carry over when a topic's files are first created (a data directory whose log was
    * a SQL table): pages of `partition`'s records in offset order from `from` on, empty at the end.
@@ -96,6 +113,20 @@ const MAX_BODY = MAX_GROUP_BYTES;
 const INDEX_EVERY = 256;
 /** Bytes read from a file at a time by a consumer. */
 const READ_CHUNK = 1024 * 1024;
+export const DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024;
+export const DEFAULT_RETENTION_MS = 30 * 24 * 3600 * 1000;
+
+/** A partition's segment file name: `<p>.log` for base offset 0, `<p>-<base, 20 digits>.log` after. */
+export function segmentFileName(partition: number, base: number): string {
+  return base === 0 ? `${partition}.log` : `${partition}-${String(base).padStart(20, '0')}.log`;
+}
+
+/** Base offset of a segment file of `partition`, or null when the name is not one. */
+function segmentBase(partition: number, name: string): number | null {
+  if (name === `${partition}.log`) return 0;
+  const m = /^(\d+)-(\d{20})\.log$/.exec(name);
+  return m && Number(m[1]) === partition ? Number(m[2]) : null;
+}
 
 /** Frames one record (header + body). */
 export function frameRecord(timestamp: number, schemaVersion: number, key: string, value: Buffer): Buffer {
@@ -147,12 +178,14 @@ function parseRecord(buf: Buffer, at: number): Parsed | 'short' | 'bad' {
   };
 }
 
-/** One partition file: its durable size and record count, and where records start. */
-class PartitionFile {
+/** One segment file: its base offset, durable size and record count, and where records start. */
+class Segment {
   /** Durable (synced) bytes and records: what readers may see. */
   size = 0;
   count = 0;
-  /** index[i] = file position of record i * INDEX_EVERY. */
+  /** When its last record was appended (Unix ms): what retention goes by. */
+  lastAppend = 0;
+  /** index[i] = file position of record i * INDEX_EVERY (of this segment). */
   readonly index: number[] = [];
   /** Where the next record after a read ended: next offset → file position (small, recent). */
   private readonly cursors = new Map<number, number>();
@@ -160,7 +193,13 @@ class PartitionFile {
   constructor(
     readonly path: string,
     readonly fh: FileHandle,
+    readonly base: number,
   ) {}
+
+  /** Offset after its last record. */
+  get end(): number {
+    return this.base + this.count;
+  }
 
   /** Records that `count` records of the given sizes were appended durably. */
   advance(sizes: number[]): void {
@@ -176,18 +215,53 @@ class PartitionFile {
     if (this.cursors.size > 64) this.cursors.delete(this.cursors.keys().next().value as number);
   }
 
-  /** File position of record `offset` (< count) and how many records to skip from there. */
+  /** File position of record `offset` (base <= offset < end) and how many records to skip from there. */
   locate(offset: number): { position: number; skip: number } {
     const known = this.cursors.get(offset);
     if (known !== undefined) return { position: known, skip: 0 };
-    const slot = Math.floor(offset / INDEX_EVERY);
-    return { position: this.index[slot], skip: offset - slot * INDEX_EVERY };
+    const slot = Math.floor((offset - this.base) / INDEX_EVERY);
+    return { position: this.index[slot], skip: offset - this.base - slot * INDEX_EVERY };
+  }
+}
+
+/** One partition: its segments in offset order (at least one; appends go to the last). */
+class PartitionLog {
+  constructor(
+    readonly partition: number,
+    readonly dir: string,
+    readonly segments: Segment[],
+  ) {}
+
+  get last(): Segment {
+    return this.segments[this.segments.length - 1];
+  }
+
+  /** The next offset to be written. */
+  get count(): number {
+    return this.last.end;
+  }
+
+  /** The oldest offset still on disk. */
+  get start(): number {
+    return this.segments[0].base;
+  }
+
+  /** The segment holding `offset` (start <= offset < count). */
+  segmentOf(offset: number): Segment {
+    let lo = 0;
+    let hi = this.segments.length - 1;
+    while (lo < hi) {
+      const mid = (lo + hi + 1) >> 1;
+      if (this.segments[mid].base <= offset) lo = mid;
+      else hi = mid - 1;
+    }
+    return this.segments[lo];
   }
 }
 
 interface TopicFiles {
   name: string;
-  partitions: PartitionFile[];
+  partitions: PartitionLog[];
 }
 
 /** One append call waiting for its group's flush. */
@@ -217,6 +291,14 @@ export class FileEventLog implements EventLog {
   private closed = false;
   /** Topics are created one at a time. */
   private readonly creating = new Mutex();
+  private readonly segmentBytes: number;
+  private readonly retentionMs: number;
+  private readonly now: () => number;
+  private retentionTimer: NodeJS.Timeout | undefined;
+  /** Files of deleted segments, closed at the next enforcement (a read may still be using one). */
+  private retired: FileHandle[] = [];
+  /** Partitions already warned about for reads below their start ("<topic>/<partition>"). */
+  private readonly warnedBelowStart = new Set<string>();
 
   constructor(private readonly opts: FileEventLogOptions) {
     this.dir = opts.dir;
@@ -226,6 +308,21 @@ export class FileEventLog implements EventLog {
     this.prefix = opts.topicPrefix ?? '';
     this.log = opts.log ?? defaultLogger;
     this.appended.setMaxListeners(0);
+    this.segmentBytes = opts.segmentBytes ?? DEFAULT_SEGMENT_BYTES;
+    this.retentionMs = opts.retentionMs ?? DEFAULT_RETENTION_MS;
+    if (!(this.segmentBytes >= 1)) throw new Error(`invalid segmentBytes: ${opts.segmentBytes}`);
+    if (!(this.retentionMs >= 1)) throw new Error(`invalid retentionMs: ${opts.retentionMs}`);
+    this.now = opts.now ?? Date.now;
+    const every = opts.retentionCheckMs ?? Math.min(this.retentionMs / 10, 5 * 60 * 1000);
+    this.retentionTimer = setInterval(
+      () => {
+        this.enforceRetention().catch((err: unknown) =>
+          this.log('warn', 'event log retention failed', { error: errorMessage(err) }),
+        );
+      },
+      Math.max(1, every),
+    );
+    this.retentionTimer.unref();
     this.consumers = new LocalGroups({
       notifier: this.appended,
       pollIntervalMs: opts.pollIntervalMs ?? 200,
@@ -311,14 +408,64 @@ export class FileEventLog implements EventLog {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    clearInterval(this.retentionTimer);
     await this.consumers.stopAll();
     while (this.flushing) await this.flushing;
+    while (this.pruning) await this.pruning;
     this.appended.removeAllListeners();
     for (const t of this.topics.values()) {
       const files = await t.catch(() => undefined);
-      for (const f of files?.partitions ?? []) await f.fh.close().catch(() => undefined);
+      for (const f of files?.partitions ?? [])
+        for (const seg of f.segments) await seg.fh.close().catch(() => undefined);
     }
+    for (const fh of this.retired.splice(0)) await fh.close().catch(() => undefined);
     this.lock.release();
+  }
+
+  private pruning: Promise<void> | undefined;
+
+  /**
+   * Deletes every partition's oldest segments whose last append is older than the retention,
+   * never a partition's last segment. Runs on open and on a timer; one run at a time.
+   */
+  enforceRetention(): Promise<void> {
+    if (this.closed) return Promise.resolve();
+    this.pruning ??= (async () => {
+      try {
+        for (const fh of this.retired.splice(0)) await fh.close().catch(() => undefined);
+        const cutoff = this.now() - this.retentionMs;
+        for (const t of [...this.topics.values()]) {
+          const files = await t.catch(() => undefined);
+          for (const part of files?.partitions ?? []) await this.prune(files!.name, part, cutoff);
+        }
+      } finally {
+        this.pruning = undefined;
+      }
+    })();
+    return this.pruning;
+  }
+
+  private async prune(topic: string, part: PartitionLog, cutoff: number): Promise<void> {
+    let deleted = 0;
+    let records = 0;
+    while (part.segments.length > 1 && part.segments[0].lastAppend < cutoff) {
+      const seg = part.segments[0];
+      await unlink(seg.path);
+      part.segments.shift();
+      this.retired.push(seg.fh);
+      deleted++;
+      records += seg.count;
+    }
+    if (deleted > 0) {
+      syncPath(part.dir);
+      this.log('info', 'event log: deleted segments past the retention', {
+        topic,
+        partition: part.partition,
+        segments: deleted,
+        records,
+        start: part.start,
+      });
+    }
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -337,7 +484,7 @@ export class FileEventLog implements EventLog {
 
   /** Takes queued appends in order while every partition's bytes stay within MAX_GROUP_BYTES. */
   private takeGroup(): PendingAppend[] {
-    const sizes = new Map<PartitionFile, number>();
+    const sizes = new Map<PartitionLog, number>();
     let n = 0;
     for (; n < this.queue.length; n++) {
       const a = this.queue[n];
@@ -357,25 +504,27 @@ export class FileEventLog implements EventLog {
   }
 
   private async flushGroup(group: PendingAppend[]): Promise<void> {
-    const writes = new Map<PartitionFile, Buffer[]>();
+    const frames = new Map<PartitionLog, Buffer[]>();
     for (const a of group) {
-      for (const [p, frames] of a.frames) {
-        const f = a.topic.partitions[p];
-        let list = writes.get(f);
-        if (!list) writes.set(f, (list = []));
-        for (const b of frames) list.push(b);
+      for (const [p, list] of a.frames) {
+        const part = a.topic.partitions[p];
+        let all = frames.get(part);
+        if (!all) frames.set(part, (all = []));
+        for (const b of list) all.push(b);
       }
     }
+    const writes = new Map<Segment, Buffer[]>();
     try {
+      for (const [part, list] of frames) writes.set(await this.segmentForAppend(part), list);
       await Promise.all(
-        [...writes].map(async ([f, frames]) => {
-          const buf = frames.length === 1 ? frames[0] : Buffer.concat(frames);
+        [...writes].map(async ([seg, list]) => {
+          const buf = list.length === 1 ? list[0] : Buffer.concat(list);
           let done = 0;
           while (done < buf.length) {
-            const { bytesWritten } = await f.fh.write(buf, done, buf.length - done, f.size + done);
+            const { bytesWritten } = await seg.fh.write(buf, done, buf.length - done, seg.size + done);
             done += bytesWritten;
           }
-          await f.fh.datasync();
+          await seg.fh.datasync();
         }),
       );
     } catch (err) {
@@ -383,20 +532,43 @@ export class FileEventLog implements EventLog {
       this.log('error', 'event log write failed; the appends of this group are refused', {
         error: e.message,
       });
-      for (const [f] of writes) {
+      for (const [seg] of writes) {
         try {
-          await f.fh.truncate(f.size);
-          await f.fh.datasync();
+          await seg.fh.truncate(seg.size);
+          await seg.fh.datasync();
         } catch (cut) {
-          this.broken = new Error(`${f.path}: could not cut a failed write off: ${errorMessage(cut)}`);
+          this.broken = new Error(`${seg.path}: could not cut a failed write off: ${errorMessage(cut)}`);
           this.log('error', 'event log is broken', { error: this.broken.message });
         }
       }
       for (const a of group) a.reject(new Error(`event log write failed: ${e.message}`));
       return;
     }
-    for (const [f, frames] of writes) f.advance(frames.map((b) => b.length));
+    const at = this.now();
+    for (const [seg, list] of writes) {
+      seg.advance(list.map((b) => b.length));
+      seg.lastAppend = at;
+    }
     for (const a of group) a.resolve();
+  }
+
+  /** The segment a group appends to: the last one, or a new one when the last is full. */
+  private async segmentForAppend(part: PartitionLog): Promise<Segment> {
+    const last = part.last;
+    if (last.size < this.segmentBytes || last.count === 0) return last;
+    const path = join(part.dir, segmentFileName(part.partition, last.end));
+    const fh = await open(path, 'wx+');
+    const seg = new Segment(path, fh, last.end);
+    seg.lastAppend = this.now();
+    try {
+      syncPath(part.dir);
+    } catch (err) {
+      await fh.close().catch(() => undefined);
+      await unlink(path).catch(() => undefined);
+      throw err;
+    }
+    part.segments.push(seg);
+    return seg;
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -407,7 +579,13 @@ export class FileEventLog implements EventLog {
     if (!t) {
       t = this.openTopic(name);
       this.topics.set(name, t);
-      t.catch(() => this.topics.delete(name));
+      t.then(
+        () =>
+          this.enforceRetention().catch((err: unknown) =>
+            this.log('warn', 'event log retention failed', { error: errorMessage(err) }),
+          ),
+        () => this.topics.delete(name),
+      );
     }
     return t;
   }
@@ -467,19 +645,48 @@ export class FileEventLog implements EventLog {
     } catch {
       throw new Error(`topic ${name} does not exist: call ensureTopic first`);
     }
-    const files: PartitionFile[] = [];
+    const names = await readdir(topicDir);
+    const parts: PartitionLog[] = [];
     try {
-      for (let p = 0; p < partitions; p++) files.push(await this.recover(join(topicDir, `${p}.log`)));
+      for (let p = 0; p < partitions; p++) parts.push(await this.openPartition(topicDir, p, names));
     } catch (err) {
-      for (const f of files) await f.fh.close().catch(() => undefined);
+      for (const part of parts) for (const seg of part.segments) await seg.fh.close().catch(() => undefined);
       throw err;
     }
-    return { name, partitions: files };
+    return { name, partitions: parts };
   }
 
-  private async recover(path: string): Promise<PartitionFile> {
+  /** Opens a partition's segments in offset order; only the last may lose a torn tail. */
+  private async openPartition(topicDir: string, p: number, names: string[]): Promise<PartitionLog> {
+    const bases = names
+      .map((n) => segmentBase(p, n))
+      .filter((b): b is number => b !== null)
+      .sort((a, b) => a - b);
+    if (bases.length === 0)
+      throw new Error(`${join(topicDir, `${p}.log`)}: the partition has no segment file`);
+    const segments: Segment[] = [];
+    try {
+      for (let i = 0; i < bases.length; i++) {
+        const path = join(topicDir, segmentFileName(p, bases[i]));
+        const prev = segments[i - 1];
+        if (prev && prev.end !== bases[i]) {
+          throw new Error(
+            `${path}: starts at offset ${bases[i]}, but the segment before it ends at ${prev.end}; ` +
+              'refusing to open a partition with missing or damaged records (restore the data directory from a backup)',
+          );
+        }
+        segments.push(await this.recover(path, bases[i], i === bases.length - 1));
+      }
+    } catch (err) {
+      for (const seg of segments) await seg.fh.close().catch(() => undefined);
+      throw err;
+    }
+    return new PartitionLog(p, topicDir, segments);
+  }
+
+  private async recover(path: string, base: number, last: boolean): Promise<Segment> {
     const fh = await open(path, 'r+');
-    const f = new PartitionFile(path, fh);
+    const f = new Segment(path, fh, base);
     try {
       const total = (await fh.stat()).size;
       const sizes: number[] = [];
@@ -505,14 +712,17 @@ export class FileEventLog implements EventLog {
           continue;
         }
         sizes.push(parsed.size);
+        if (parsed.timestamp > f.lastAppend) f.lastAppend = parsed.timestamp;
         pos += parsed.size;
       }
       if (pos < total) {
         const dropped = total - pos;
-        if (dropped > MAX_GROUP_BYTES) {
+        if (dropped > MAX_GROUP_BYTES || !last) {
           throw new Error(
-            `${path}: ${bad ? 'a corrupt record' : 'a torn record'} at byte ${pos} followed by ${dropped} bytes: ` +
-              'more than one write could have left unfinished, so this is damage, not a crash during an append; ' +
+            `${path}: ${bad ? 'a corrupt record' : 'a torn record'} at byte ${pos} followed by ${dropped} bytes` +
+              (last
+                ? ': more than one write could have left unfinished, so this is damage, not a crash during an append; '
+                : ' in a segment that a later one follows (never written again), so this is damage; ') +
               'refusing to cut acknowledged records off (restore the data directory from a backup)',
           );
         }
@@ -539,15 +749,35 @@ export class FileEventLog implements EventLog {
     const codec = this.codec;
     return {
       heads: async () => new Map(files.partitions.map((f, p) => [p, f.count])),
-      read: async (partition, offset, max) => {
-        const f = files.partitions[partition];
-        if (offset > f.count) {
+      read: async (partition, from, max) => {
+        const part = files.partitions[partition];
+        if (from > part.count) {
           throw new Error(
-            `stored offset ${offset} of ${files.name}[${partition}] is beyond the end of the log (${f.count}): ` +
+            `stored offset ${from} of ${files.name}[${partition}] is beyond the end of the log (${part.count}): ` +
               'the log files do not belong to this SQL store (restored separately?); refusing to skip records',
           );
         }
-        if (offset === f.count) return [];
+        let offset = from;
+        if (offset < part.start) {
+          const key = `${files.name}/${partition}`;
+          if (!this.warnedBelowStart.has(key)) {
+            this.warnedBelowStart.add(key);
+            this.log(
+              'warn',
+              'event log: records below the log start were deleted by retention; going on at the start',
+              {
+                topic: files.name,
+                partition,
+                position: from,
+                start: part.start,
+              },
+            );
+          }
+          offset = part.start;
+        }
+        if (offset === part.count) return [];
+        // One segment per read: a read that stops at a segment's end is followed by the next one.
+        const f = part.segmentOf(offset);
         let { position, skip } = f.locate(offset);
         const end = f.size;
         const records: LogRecord<T>[] = [];
