@@ -3,12 +3,14 @@
  * 16 concurrent callers and prints each append's event ids once the append resolved; it is killed
  * with SIGKILL mid-stream, several times over the same directory. After each kill the log opens
  * (cutting an unfinished write off if the kill hit one) and holds every acknowledged record exactly
- * once, at contiguous offsets; the next child appends after them. (A SIGKILL keeps what reached the
+ * once, at contiguous offsets; the next child appends after them. Segments are small (16 KiB), so
+ * that partitions move to new segment files all through the run and kills land around those moves
+ * too. (A SIGKILL keeps what reached the
  * page cache; a power cut is what the fdatasync before each acknowledgement is for, and cannot be
  * simulated here.)
  */
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { FileEventLog } from '../../adapters/eventlog/file';
@@ -16,13 +18,18 @@ import { EVENTS_TOPIC, type EventRecord } from '../../schemas/topics';
 import { waitFor } from '../support/wait';
 
 const ROOT = join(__dirname, '..', '..');
+const SEGMENT_BYTES = 16 * 1024;
 
 /** Runs the writer until it acknowledged at least `acks` appends, then SIGKILLs it. */
 async function runAndKill(dir: string, acks: number): Promise<string[]> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'tests/support/filelog-writer.ts', dir], {
-    cwd: ROOT,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const child = spawn(
+    process.execPath,
+    ['--import', 'tsx', 'tests/support/filelog-writer.ts', dir, String(SEGMENT_BYTES)],
+    {
+      cwd: ROOT,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
   const acked: string[] = [];
   let lines = 0;
   let stderr = '';
@@ -55,7 +62,7 @@ async function runAndKill(dir: string, acks: number): Promise<string[]> {
 }
 
 async function readEverything(dir: string): Promise<{ ids: string[]; total: number }> {
-  const log = new FileEventLog({ dir });
+  const log = new FileEventLog({ dir, segmentBytes: SEGMENT_BYTES });
   try {
     await log.ensureTopic(EVENTS_TOPIC);
     const ends = await log.endOffsets(EVENTS_TOPIC);
@@ -101,5 +108,8 @@ describe('the embedded event log across SIGKILLs [embedded]', () => {
       const present = new Set(ids);
       expect(acked.filter((id) => !present.has(id))).toEqual([]); // none acknowledged is missing
     }
+    // The run went through many segment files.
+    const files = readdirSync(join(dir, EVENTS_TOPIC.name)).filter((n) => n.endsWith('.log'));
+    expect(files.length).toBeGreaterThan(EVENTS_TOPIC.partitions * 2);
   }, 400_000);
 });

@@ -1,5 +1,6 @@
 /**
- * Child process of tests/fault/filelog.fault.test.ts: appends to a FileEventLog in `argv[2]` from
+ * Child process of tests/fault/filelog.fault.test.ts: appends to a FileEventLog in `argv[2]` (segments
+ * of `argv[3]` bytes when given) from
  * many concurrent callers, forever, and prints `ACK <event id>...` for each append once it has
  * resolved (that is, once the log says the records are durable). The test kills it with SIGKILL.
  */
@@ -7,7 +8,7 @@ import { FileEventLog } from '../../adapters/eventlog/file';
 import { EVENTS_TOPIC, eventKey } from '../../schemas/topics';
 
 async function main(): Promise<void> {
-  const log = new FileEventLog({ dir: process.argv[2]! });
+  const log = new FileEventLog({ dir: process.argv[2]!, segmentBytes: Number(process.argv[3]) || undefined });
   await log.ensureTopic(EVENTS_TOPIC);
   process.stdout.write('READY\n');
   let seq = 0;
