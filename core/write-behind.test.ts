@@ -48,6 +48,18 @@ describe('WriteBehind [PGlite]', () => {
     expect((await sql.query('SELECT * FROM wb')).rows).toEqual([]);
   });
 
+  it("throws the failed write's own error at the next script too", async () => {
+    const err = await sql
+      .tx(async (q) => {
+        const wq = new WriteBehind(q);
+        await write(wq, 'INSERT INTO wb (k, v) VALUES ($1, $2)', ['b', -1]); // violates the CHECK
+        await wq.exec("INSERT INTO wb (k, v) VALUES ('c', 3)"); // aborted (25P02)
+      })
+      .catch((e: unknown) => e as { code?: string; message: string });
+    expect(err).toMatchObject({ code: '23514' });
+    expect((await sql.query('SELECT * FROM wb')).rows).toEqual([]);
+  });
+
   it('throws the failed write at settle when no read follows it', async () => {
     const err = await sql
       .tx(async (q) => {

@@ -8,8 +8,8 @@
  * Order is kept: both adapters run one transaction's statements in the order they were sent
  * (PGlite's query queue, node-postgres's per-client queue), so a later read sees every earlier
  * write. Failures are never lost: the first failed write is thrown by `settle()`, which the owner
- * of the transaction calls before its last statements and COMMIT, and by any later `query` (whose
- * own error would only say that the transaction is aborted, SQLSTATE 25P02).
+ * of the transaction calls before its last statements and COMMIT, and by any later `query` or
+ * `exec` (whose own error would only say that the transaction is aborted, SQLSTATE 25P02).
  */
 import type { Queryable, QueryResult } from '../adapters/sql/types';
 
@@ -28,8 +28,13 @@ export class WriteBehind implements Queryable {
     }
   }
 
-  exec(script: string): Promise<void> {
-    return this.q.exec(script);
+  async exec(script: string): Promise<void> {
+    try {
+      await this.q.exec(script);
+    } catch (err) {
+      await this.settle();
+      throw err;
+    }
   }
 
   /** Sends a write without waiting for it. */
