@@ -6,7 +6,7 @@
  * locked first, so concurrent spends serialise and never overdraw. An idempotency key returns the
  * first result.
  */
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import type { Queryable } from '../../adapters/sql/types';
 import { write } from '../write-behind';
 import type { FactBus, WalletMoved } from '../facts';
@@ -101,7 +101,11 @@ interface LedgerRow {
   balance_after: number;
 }
 
-type Signed = Movement & { sign: 1 | -1; purpose?: DebitPurpose };
+/** The direction of a call's movements (all of one call go the same way), and a debit's purpose. */
+interface Direction {
+  sign: 1 | -1;
+  purpose?: DebitPurpose;
+}
 
 /** Per movement of a batch: its result, or why it was refused (nothing of it was written). */
 export type BatchResult = MovementResult | WalletError;
@@ -130,12 +134,12 @@ export class Wallet {
   }
 
   credit(q: Queryable, m: Movement): Promise<MovementResult> {
-    return this.one(q, { ...m, sign: 1 });
+    return this.one(q, m, { sign: 1 });
   }
 
   /** Debits `m`; `purpose` decides what an accumulate-only currency allows (`debitRefusal`). */
   debit(q: Queryable, m: Movement & { purpose: DebitPurpose }): Promise<MovementResult> {
-    return this.one(q, { ...m, sign: -1 });
+    return this.one(q, m, { sign: -1, purpose: m.purpose });
   }
 
   /**
@@ -143,14 +147,11 @@ export class Wallet {
    * pipeline's earning rules): applied in order, each with its own result or refusal.
    */
   creditMany(q: Queryable, ms: Movement[]): Promise<BatchResult[]> {
-    return this.moveMany(
-      q,
-      ms.map((m) => ({ ...m, sign: 1 as const })),
-    );
+    return this.moveMany(q, ms, { sign: 1 });
   }
 
-  private async one(q: Queryable, m: Signed): Promise<MovementResult> {
-    const [r] = await this.moveMany(q, [m]);
+  private async one(q: Queryable, m: Movement, dir: Direction): Promise<MovementResult> {
+    const [r] = await this.moveMany(q, [m], dir);
     if (r instanceof WalletError) throw r;
     return r!;
   }
@@ -162,7 +163,8 @@ export class Wallet {
    * rows created and locked in one order, then the ledger rows and balances written in one
    * statement each, then the batch's facts emitted (in ledger order).
    */
-  private async moveMany(q: Queryable, ms: Signed[]): Promise<BatchResult[]> {
+  private async moveMany(q: Queryable, ms: Movement[], dir: Direction): Promise<BatchResult[]> {
+    const sign = dir.sign;
     const results: Array<BatchResult | undefined> = ms.map((m) =>
       Number.isSafeInteger(m.amount) && m.amount > 0
         ? undefined
@@ -174,54 +176,59 @@ export class Wallet {
     ms.forEach((m, i) => {
       const s =
         !results[i] && m.idempotency_key ? seen.get(pairId(m.tenant_id, m.idempotency_key)) : undefined;
-      if (s) results[i] = this.replay(s, m);
+      if (s) results[i] = this.replay(s, m, sign);
     });
-    const pending = () => ms.map((m, i) => ({ m, i })).filter(({ i }) => !results[i]);
-    if (pending().length === 0) return results as BatchResult[];
+    // The movements not decided yet (no result or refusal): narrowed after each phase.
+    let pending: Array<{ m: Movement; i: number }> = [];
+    ms.forEach((m, i) => {
+      if (!results[i]) pending.push({ m, i });
+    });
+    const narrow = () => (pending = pending.filter(({ i }) => !results[i]));
+    if (pending.length === 0) return results as BatchResult[];
 
     const currencies = await this.currencies(
       q,
-      pending().map(({ m }) => m),
+      pending.map(({ m }) => m),
     );
-    for (const { m, i } of pending()) {
+    for (const { m, i } of pending) {
       const cur = currencies.get(pairId(m.tenant_id, m.currency_id));
       if (!cur) results[i] = new WalletError('unknown_currency', `Currency ${m.currency_id} does not exist`);
       else if (!cur.active)
         results[i] = new WalletError('inactive_currency', `Currency ${m.currency_id} is not active`);
-      else if (m.sign < 0)
+      else if (sign < 0)
         results[i] =
-          debitRefusal(cur, { purpose: m.purpose ?? 'spend', source_type: m.source_type }) ?? undefined;
+          debitRefusal(cur, { purpose: dir.purpose ?? 'spend', source_type: m.source_type }) ?? undefined;
     }
-    if (pending().length === 0) return results as BatchResult[];
+    if (narrow().length === 0) return results as BatchResult[];
 
     // No second read of the keys after this lock: a concurrent movement with one of these keys
     // waits for the key's lock (lockKeys, held to COMMIT), and one that held it before committed
     // before the read above began, so the read saw it.
     const balances = await this.lockBalances(
       q,
-      pending().map(({ m }) => m),
+      pending.map(({ m }) => m),
     );
 
-    const ledger: Array<LedgerRow & { lifetime_earned: number; m: Signed }> = [];
+    const ledger: Array<LedgerRow & { lifetime_earned: number; m: Movement }> = [];
     const inBatch = new Map<string, LedgerRow>();
-    for (const { m, i } of pending()) {
+    for (const { m, i } of pending) {
       const keyId = m.idempotency_key ? pairId(m.tenant_id, m.idempotency_key) : null;
       const earlier = keyId ? inBatch.get(keyId) : undefined;
       if (earlier) {
-        results[i] = this.replay(earlier, m);
+        results[i] = this.replay(earlier, m, sign);
         continue;
       }
       const bId = pairId(m.tenant_id, m.user_id, m.currency_id);
       const b = balances.get(bId)!;
-      if (m.sign < 0 && b.available < m.amount) {
+      if (sign < 0 && b.available < m.amount) {
         results[i] = new WalletError(
           'insufficient_balance',
           `Insufficient balance: ${b.available} ${m.currency_id} available, ${m.amount} needed`,
         );
         continue;
       }
-      const after = b.available + m.sign * m.amount;
-      const lifetimeAfter = m.sign > 0 ? b.lifetime + m.amount : b.lifetime;
+      const after = b.available + sign * m.amount;
+      const lifetimeAfter = sign > 0 ? b.lifetime + m.amount : b.lifetime;
       if (!Number.isSafeInteger(lifetimeAfter)) {
         results[i] = new WalletError('invalid_amount', 'balance would exceed 2^53');
         continue;
@@ -233,11 +240,19 @@ export class Wallet {
         id: this.random.uuid(),
         user_id: m.user_id,
         currency_id: m.currency_id,
-        amount: m.sign * m.amount,
+        amount: sign * m.amount,
         balance_after: after,
       };
       if (keyId) inBatch.set(keyId, row);
-      ledger.push({ ...row, lifetime_earned: lifetimeAfter, m });
+      ledger.push({
+        id: row.id,
+        user_id: row.user_id,
+        currency_id: row.currency_id,
+        amount: row.amount,
+        balance_after: after,
+        lifetime_earned: lifetimeAfter,
+        m,
+      });
       results[i] = { transaction_id: row.id, amount: row.amount, balance_after: after, created: true };
     }
     if (ledger.length === 0) return results as BatchResult[];
@@ -257,31 +272,28 @@ export class Wallet {
         changed.map((b) => b.lifetime),
       ],
     );
-    await this.emitFacts(q, ledger);
+    await this.emitFacts(q, ledger, sign);
     return results as BatchResult[];
   }
 
-  /** The facts of the ledger rows, in their order: one emit per run of credits or of debits. */
-  private async emitFacts(q: Queryable, rows: Array<LedgerRow & { lifetime_earned: number; m: Signed }>) {
-    for (let i = 0; i < rows.length;) {
-      const sign = rows[i]!.m.sign;
-      const run: WalletMoved[] = [];
-      for (; i < rows.length && rows[i]!.m.sign === sign; i++) {
-        const r = rows[i]!;
-        run.push({
-          tenant_id: r.m.tenant_id,
-          user_id: r.user_id,
-          currency_id: r.currency_id,
-          amount: r.m.amount,
-          balance_after: r.balance_after,
-          lifetime_earned: r.lifetime_earned,
-          source_type: r.m.source_type,
-          transaction_id: r.id,
-          now: r.m.now,
-        });
-      }
-      await this.facts.emit(q, sign > 0 ? 'wallet.credited' : 'wallet.debited', run);
-    }
+  /** The facts of the ledger rows, in their order, in one emit (a call's movements share a sign). */
+  private async emitFacts(
+    q: Queryable,
+    rows: Array<LedgerRow & { lifetime_earned: number; m: Movement }>,
+    sign: 1 | -1,
+  ): Promise<void> {
+    const facts: WalletMoved[] = rows.map((r) => ({
+      tenant_id: r.m.tenant_id,
+      user_id: r.user_id,
+      currency_id: r.currency_id,
+      amount: r.m.amount,
+      balance_after: r.balance_after,
+      lifetime_earned: r.lifetime_earned,
+      source_type: r.m.source_type,
+      transaction_id: r.id,
+      now: r.m.now,
+    }));
+    await this.facts.emit(q, sign > 0 ? 'wallet.credited' : 'wallet.debited', facts);
   }
 
   private async currencies(q: Queryable, ms: Movement[]): Promise<Map<string, Currency>> {
@@ -296,10 +308,10 @@ export class Wallet {
 
   /** Creates missing balance rows and locks every row of the batch, in one order (no deadlocks). */
   private async lockBalances(q: Queryable, ms: Movement[]) {
-    const keys = unique(ms.map((m) => [m.tenant_id, m.user_id, m.currency_id] as const)).sort((a, b) =>
-      pairId(...a) < pairId(...b) ? -1 : 1,
-    );
-    const cols = [keys.map((k) => k[0]), keys.map((k) => k[1]), keys.map((k) => k[2])];
+    const byId = new Map<string, Movement>();
+    for (const m of ms) byId.set(pairId(m.tenant_id, m.user_id, m.currency_id), m);
+    const keys = [...byId.keys()].sort().map((id) => byId.get(id)!);
+    const cols = [keys.map((k) => k.tenant_id), keys.map((k) => k.user_id), keys.map((k) => k.currency_id)];
     await q.query(
       `INSERT INTO balances (tenant_id, user_id, currency_id, available, lifetime_earned)
        SELECT tenant_id, user_id, currency_id, 0, 0 FROM unnest($1::text[], $2::text[], $3::text[]) AS k(tenant_id, user_id, currency_id)
@@ -334,7 +346,7 @@ export class Wallet {
     );
   }
 
-  private async writeLedger(q: Queryable, rows: Array<LedgerRow & { m: Signed }>): Promise<void> {
+  private async writeLedger(q: Queryable, rows: Array<LedgerRow & { m: Movement }>): Promise<void> {
     await write(
       q,
       `INSERT INTO ledger (id, tenant_id, user_id, currency_id, amount, balance_after, source_type, source_ref, description, idempotency_key, created_at)
@@ -367,9 +379,7 @@ export class Wallet {
     if (ms.length === 0) return;
     const hashes = [
       ...new Set(
-        ms.map((m) =>
-          createHash('sha256').update(pairId(m.tenant_id, m.idempotency_key!)).digest().readInt32BE(0),
-        ),
+        ms.map((m) => hash('sha256', pairId(m.tenant_id, m.idempotency_key!), 'buffer').readInt32BE(0)),
       ),
     ].sort((a, b) => a - b);
     await q.query(
@@ -401,12 +411,8 @@ export class Wallet {
     );
   }
 
-  private replay(seen: LedgerRow, m: Signed): MovementResult | WalletError {
-    if (
-      seen.user_id !== m.user_id ||
-      seen.currency_id !== m.currency_id ||
-      seen.amount !== m.sign * m.amount
-    ) {
+  private replay(seen: LedgerRow, m: Movement, sign: 1 | -1): MovementResult | WalletError {
+    if (seen.user_id !== m.user_id || seen.currency_id !== m.currency_id || seen.amount !== sign * m.amount) {
       return new WalletError(
         'idempotency_conflict',
         'idempotency_key was already used for a different movement',
