@@ -36,6 +36,7 @@ export class BatchState<R extends object> {
   private readonly lockSql: string;
   private readonly upsertSql: string;
   private readonly numeric: Array<keyof R & string>;
+  private readonly keyCols: string[];
 
   constructor(readonly spec: BatchStateSpec<R>) {
     const all = [...spec.keys, ...spec.values];
@@ -45,6 +46,7 @@ export class BatchState<R extends object> {
     if (spec.keys.length === 0) throw new Error(`batch state of ${spec.table}: no key columns`);
     const t = spec.table;
     const keyCols = spec.keys.map((k) => k.column);
+    this.keyCols = keyCols;
     const params = (cols: ReadonlyArray<{ type: SqlType }>) =>
       cols.map((c, i) => `$${i + 1}::${c.type}[]`).join(', ');
     this.lockSql =
@@ -68,7 +70,10 @@ export class BatchState<R extends object> {
   /** The identity of a key: its key columns joined by NUL (NUL cannot occur in a Postgres text). */
   id(key: Partial<R>): string {
     const k = key as Record<string, unknown>;
-    return this.spec.keys.map((c) => String(k[c.column])).join('\u0000');
+    const cols = this.keyCols;
+    let id = String(k[cols[0]]);
+    for (let i = 1; i < cols.length; i++) id += '\u0000' + String(k[cols[i]]);
+    return id;
   }
 
   /** Unique keys in key order (code-unit order of their identities). */
