@@ -220,6 +220,25 @@ export class KafkaEventLog implements EventLog {
     }
   }
 
+  /**
+   * Runs an admin request again while Kafka answers with a retriable error, for up to
+   * requestTimeoutMs. Right after a topic is created, its metadata may already name a leader that
+   * has not taken the partition over yet: a ListOffsets then fails with "This server is not the
+   * leader for that topic-partition" (seen in the contract tests); a leader election after a
+   * broker restart does the same for a moment.
+   */
+  private async untilAnswered<R>(request: () => Promise<R>): Promise<R> {
+    const deadline = Date.now() + (this.opts.requestTimeoutMs ?? 30000);
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await request();
+      } catch (err) {
+        if (!(err as { retriable?: boolean }).retriable || Date.now() >= deadline) throw err;
+        await new Promise((r) => setTimeout(r, Math.min(50 * 2 ** attempt, 500)));
+      }
+    }
+  }
+
   async append<T>(topic: Topic<T>, records: AppendRecord<T>[]): Promise<void> {
     if (records.length === 0) return;
     await this.connect();
@@ -265,7 +284,8 @@ export class KafkaEventLog implements EventLog {
 
   async endOffsets(topic: Topic<unknown>): Promise<Map<number, number>> {
     await this.connect();
-    const offsets = await this.admin.fetchTopicOffsets(this.physicalName(topic));
+    const name = this.physicalName(topic);
+    const offsets = await this.untilAnswered(() => this.admin.fetchTopicOffsets(name));
     return new Map(offsets.map((o) => [o.partition, Number(o.high)] as const).sort((a, b) => a[0] - b[0]));
   }
 
