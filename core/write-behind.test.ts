@@ -34,31 +34,25 @@ describe('WriteBehind [PGlite]', () => {
     ]);
   });
 
-  it("throws the failed write's own error at the next read, and the transaction commits nothing", async () => {
-    const err = await sql
-      .tx(async (q) => {
-        const wq = new WriteBehind(q);
-        await write(wq, 'INSERT INTO wb (k, v) VALUES ($1, $2)', ['a', 1]);
-        await write(wq, 'INSERT INTO wb (k, v) VALUES ($1, $2)', ['b', -1]); // violates the CHECK
-        await write(wq, 'INSERT INTO wb (k, v) VALUES ($1, $2)', ['c', 3]); // aborted (25P02)
-        await wq.query('SELECT count(*) FROM wb'); // aborted too
-      })
-      .catch((e: unknown) => e as { code?: string; message: string });
-    expect(err).toMatchObject({ code: '23514' });
-    expect((await sql.query('SELECT * FROM wb')).rows).toEqual([]);
-  });
-
-  it("throws the failed write's own error at the next script too", async () => {
-    const err = await sql
-      .tx(async (q) => {
-        const wq = new WriteBehind(q);
-        await write(wq, 'INSERT INTO wb (k, v) VALUES ($1, $2)', ['b', -1]); // violates the CHECK
-        await wq.exec("INSERT INTO wb (k, v) VALUES ('c', 3)"); // aborted (25P02)
-      })
-      .catch((e: unknown) => e as { code?: string; message: string });
-    expect(err).toMatchObject({ code: '23514' });
-    expect((await sql.query('SELECT * FROM wb')).rows).toEqual([]);
-  });
+  it.each([
+    ['read', (wq: WriteBehind) => wq.query('SELECT count(*) FROM wb')],
+    ['script', (wq: WriteBehind) => wq.exec("INSERT INTO wb (k, v) VALUES ('d', 4)")],
+  ])(
+    "throws the failed write's own error at the next %s, and the transaction commits nothing",
+    async (_, next) => {
+      const err = await sql
+        .tx(async (q) => {
+          const wq = new WriteBehind(q);
+          await write(wq, 'INSERT INTO wb (k, v) VALUES ($1, $2)', ['a', 1]);
+          await write(wq, 'INSERT INTO wb (k, v) VALUES ($1, $2)', ['b', -1]); // violates the CHECK
+          await write(wq, 'INSERT INTO wb (k, v) VALUES ($1, $2)', ['c', 3]); // aborted (25P02)
+          await next(wq); // aborted too
+        })
+        .catch((e: unknown) => e as { code?: string; message: string });
+      expect(err).toMatchObject({ code: '23514' });
+      expect((await sql.query('SELECT * FROM wb')).rows).toEqual([]);
+    },
+  );
 
   it('throws the failed write at settle when no read follows it', async () => {
     const err = await sql

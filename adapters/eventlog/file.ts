@@ -515,7 +515,10 @@ export class FileEventLog implements EventLog {
     }
     const writes = new Map<Segment, Buffer[]>();
     try {
-      for (const [part, list] of frames) writes.set(await this.segmentForAppend(part), list);
+      for (const [part, list] of frames) {
+        const full = part.last.size >= this.segmentBytes && part.last.count > 0;
+        writes.set(full ? await this.roll(part) : part.last, list);
+      }
       await Promise.all(
         [...writes].map(async ([seg, list]) => {
           const buf = list.length === 1 ? list[0] : Buffer.concat(list);
@@ -552,10 +555,9 @@ export class FileEventLog implements EventLog {
     for (const a of group) a.resolve();
   }
 
-  /** The segment a group appends to: the last one, or a new one when the last is full. */
-  private async segmentForAppend(part: PartitionLog): Promise<Segment> {
+  /** Starts a partition's next segment (its last one is full) and returns it. */
+  private async roll(part: PartitionLog): Promise<Segment> {
     const last = part.last;
-    if (last.size < this.segmentBytes || last.count === 0) return last;
     const path = join(part.dir, segmentFileName(part.partition, last.end));
     const fh = await open(path, 'wx+');
     const seg = new Segment(path, fh, last.end);

@@ -242,17 +242,11 @@ export class Wallet {
         currency_id: m.currency_id,
         amount: sign * m.amount,
         balance_after: after,
-      };
-      if (keyId) inBatch.set(keyId, row);
-      ledger.push({
-        id: row.id,
-        user_id: row.user_id,
-        currency_id: row.currency_id,
-        amount: row.amount,
-        balance_after: after,
         lifetime_earned: lifetimeAfter,
         m,
-      });
+      };
+      if (keyId) inBatch.set(keyId, row);
+      ledger.push(row);
       results[i] = { transaction_id: row.id, amount: row.amount, balance_after: after, created: true };
     }
     if (ledger.length === 0) return results as BatchResult[];
