@@ -122,8 +122,8 @@ const REGISTER_ATTEMPTS = 6;
 const REGISTER_MAX_PAUSE_MS = 2_000;
 /**
  * The longest a single request to the registry may take. Without it a request the registry never
- * answers (seen once in CI, with every role's tests registering subjects at the same time) would
- * hold the caller forever; with it, the request fails and is tried again like any other failure.
+ * answers (the likely cause of a CI run's 60 s timeout in the registration race test) would hold
+ * the caller forever; with it, the request fails and is tried again like any other failure.
  */
 const REQUEST_TIMEOUT_MS = 5_000;
 
@@ -174,7 +174,12 @@ export class RegistryAvroCodec implements SchemaCodec {
           } catch (err) {
             if (attempt >= REGISTER_ATTEMPTS) throw err;
             if ((err as Error)?.name === 'ConfluentSchemaRegistryCompatibilityError') {
-              await this.completeLevel(subject, compatibility, err);
+              // An operator's level ends the attempts; a failed request to fix the level does not.
+              const kept = await this.completeLevel(subject, compatibility).then(
+                (set) => !set,
+                () => false,
+              );
+              if (kept) throw err;
             }
             await new Promise((r) => setTimeout(r, Math.min(REGISTER_MAX_PAUSE_MS, 100 * 2 ** attempt)));
           }
@@ -221,15 +226,20 @@ export class RegistryAvroCodec implements SchemaCodec {
    * default level, and the client library refuses every later registration because that level is
    * not the one asked for. Apicurio's default is NONE (Confluent's is BACKWARD, which matches): a
    * subject found at NONE gets its level set here, and the registration is tried again. Any other
-   * level was chosen by an operator and is kept: the mismatch is thrown as it is.
+   * level was chosen by an operator and is kept. Answers whether the subject has (now) the level
+   * asked for, so that the registration is tried again; false: an operator's level, kept.
    */
-  private async completeLevel(subject: string, level: COMPATIBILITY, mismatch: unknown): Promise<void> {
+  private async completeLevel(subject: string, level: COMPATIBILITY): Promise<boolean> {
     const url = `${this.opts.url}/config/${encodeURIComponent(subject)}`;
     const timeout = this.opts.requestTimeoutMs ?? REQUEST_TIMEOUT_MS;
     const headers = { 'Content-Type': 'application/vnd.schemaregistry.v1+json' };
     const current = await fetch(url, { headers, signal: AbortSignal.timeout(timeout) });
+    if (!current.ok) throw new Error(`reading the level of ${subject}: HTTP ${current.status}`);
     const body = (await current.json()) as { compatibilityLevel?: string };
-    if (!current.ok || body.compatibilityLevel?.toUpperCase() !== 'NONE') throw mismatch;
+    const found = body.compatibilityLevel?.toUpperCase();
+    // Already ours: another process set it after this one read it (processes starting together).
+    if (found === level) return true;
+    if (found !== 'NONE') return false;
     const set = await fetch(url, {
       method: 'PUT',
       headers,
@@ -238,6 +248,7 @@ export class RegistryAvroCodec implements SchemaCodec {
     });
     // 409: another process set it meanwhile (Apicurio's "rule already exists"); the retry checks.
     if (!set.ok && set.status !== 409) throw new Error(`setting the level of ${subject}: HTTP ${set.status}`);
+    return true;
   }
 
   private writerType(id: number): Promise<AvroType> {

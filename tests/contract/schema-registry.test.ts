@@ -40,6 +40,30 @@ describe('RegistryAvroCodec [schema registry]', () => {
     }
   });
 
+  it('keeps a level an operator set, and refuses at once to register against it', async () => {
+    const prefix = `${uniqueName('t')}.`;
+    prefixes.push(prefix);
+    const subject = `${prefix}${EVENTS_TOPIC.name}-value`;
+    const headers = { 'Content-Type': 'application/vnd.schemaregistry.v1+json' };
+    const codec = new RegistryAvroCodec({ url: stack.schemaRegistryUrl, subjectPrefix: prefix });
+    await codec.writerSchemaId(EVENTS_TOPIC); // the subject exists, at BACKWARD
+    const put = await fetch(`${stack.schemaRegistryUrl}/config/${subject}`, {
+      method: 'PUT',
+      headers,
+      body: JSON.stringify({ compatibility: 'FULL' }),
+      signal: AbortSignal.timeout(10_000),
+    });
+    expect(put.ok).toBe(true);
+    const started = Date.now();
+    const other = new RegistryAvroCodec({ url: stack.schemaRegistryUrl, subjectPrefix: prefix });
+    await expect(other.writerSchemaId(EVENTS_TOPIC)).rejects.toThrow(/Compatibility does not match/);
+    expect(Date.now() - started).toBeLessThan(2_000); // not after every attempt and pause
+    const config = (await (
+      await fetch(`${stack.schemaRegistryUrl}/config/${subject}`, { signal: AbortSignal.timeout(10_000) })
+    ).json()) as { compatibilityLevel: string };
+    expect(config.compatibilityLevel).toBe('FULL');
+  });
+
   it('tries a request the registry never answers again, and registers', async () => {
     // A proxy in front of the real registry that leaves the first request of each method and path
     // unanswered (the connection stays open), and forwards every later one. The first PUT of the
