@@ -47,12 +47,12 @@ describe('loadConfig', () => {
     expect(loadConfig({ LUDUS_RATE_LIMIT_QUERY: 'off' }).rateLimits.query).toEqual([]);
   });
 
-  it('runs one pipeline transaction at a time on PGlite and no limit on Postgres, unless told', () => {
+  it('runs one pipeline transaction at a time on PGlite and two on Postgres, unless told', () => {
     expect(loadConfig({})).toMatchObject({ pipelineTransactions: 1, pipelineRoundRecords: 4000 });
-    expect(loadConfig(distributed).pipelineTransactions).toBe(0);
+    expect(loadConfig(distributed).pipelineTransactions).toBe(2);
     expect(
-      loadConfig({ ...distributed, LUDUS_PIPELINE_TRANSACTIONS: '2', LUDUS_PIPELINE_ROUND_RECORDS: '500' }),
-    ).toMatchObject({ pipelineTransactions: 2, pipelineRoundRecords: 500 });
+      loadConfig({ ...distributed, LUDUS_PIPELINE_TRANSACTIONS: '0', LUDUS_PIPELINE_ROUND_RECORDS: '500' }),
+    ).toMatchObject({ pipelineTransactions: 0, pipelineRoundRecords: 500 });
   });
 
   it('keeps the embedded log in 64 MiB segments for 720 hours, unless told', () => {

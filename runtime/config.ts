@@ -77,7 +77,7 @@ export interface Config {
   /**
    * The pipeline's SQL transactions in flight at most; batches of partitions that arrive meanwhile
    * are applied together in the next one (processors/framework.ts, rounds). 0: no limit (one
-   * transaction per batch). Default: 1 on PGlite (one session), 0 on Postgres.
+   * transaction per batch). Default: 1 on PGlite (one session), 2 on Postgres.
    */
   pipelineTransactions: number;
   /** Records of one pipeline round at most. */
@@ -362,7 +362,7 @@ export function loadConfig(env: Env = process.env): Config {
     tokenCacheMs: int('LUDUS_TOKEN_CACHE_MS', 30000, 0, 600000),
     dedupeWindowMs: int('LUDUS_DEDUPE_WINDOW_SECONDS', 300, 1, 30 * 86400) * 1000,
     schedulerIntervalMs: int('LUDUS_SCHEDULER_INTERVAL_MS', 1000, 50, 3600000),
-    pipelineTransactions: int('LUDUS_PIPELINE_TRANSACTIONS', adapters.sql === 'pglite' ? 1 : 0, 0, 1000),
+    pipelineTransactions: int('LUDUS_PIPELINE_TRANSACTIONS', adapters.sql === 'pglite' ? 1 : 2, 0, 1000),
     pipelineRoundRecords: int('LUDUS_PIPELINE_ROUND_RECORDS', 4000, 1, 100000),
     fileLog: {
       segmentBytes: int('LUDUS_EVENT_LOG_SEGMENT_MB', 64, 1, 1024) * 1024 * 1024,
