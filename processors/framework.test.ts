@@ -589,11 +589,16 @@ describe('consumer framework [local log on PGlite]', () => {
      * 300 ms (so that the other partitions' batches queue behind it) and which records the
      * partitions of every apply.
      */
-    async function startWide(group: string, apply: Apply = applyByType(group)) {
+    async function startWide(
+      group: string,
+      apply: Apply = applyByType(group),
+      o: { gatherMs?: number; maxBatchSize?: number } = {},
+    ) {
       const rounds: number[][] = [];
       const p: Processor<EventRecord> = {
         group,
         topic: WIDE,
+        maxBatchSize: o.maxBatchSize,
         async apply(q, batch) {
           rounds.push(batch.parts.map((x) => x.partition));
           if (rounds.length === 1) await new Promise((r) => setTimeout(r, 300));
@@ -606,7 +611,7 @@ describe('consumer framework [local log on PGlite]', () => {
         },
       };
       await log.ensureTopic(WIDE);
-      const r = await startProcessor(deps(), p, { transactions: 1 });
+      const r = await startProcessor(deps(), p, { transactions: 1, gatherMs: o.gatherMs });
       running.push(r);
       return { rounds, running: r };
     }
@@ -623,6 +628,25 @@ describe('consumer framework [local log on PGlite]', () => {
       // The first transaction held one partition; the three others waited and went in one round.
       expect(rounds[0]).toHaveLength(1);
       expect(rounds[1]).toEqual(ALL.filter((p) => p !== rounds[0]![0]));
+      expect([...(await storedWide(group))].sort((a, b) => a[0] - b[0])).toEqual(ALL.map((p) => [p, 2]));
+    });
+
+    it.each([
+      ['starts the next round with what waits', 0, 3],
+      ['waits for the partitions the last round released, with a gather time', 1000, 4],
+    ])('%s', async (_, gatherMs, secondRound) => {
+      const group = uniqueName('g');
+      await log.ensureTopic(WIDE);
+      const users = usersByPartition();
+      // Batches of one record: the first round's partition has a second batch to deliver after it.
+      const records = ALL.flatMap((part) => [record('ok', users.get(part)), record('ok', users.get(part))]);
+      await appendWide(records);
+      const { rounds } = await startWide(group, applyByType(group), { gatherMs, maxBatchSize: 1 });
+      await drainedWide(group);
+      expect((await effects(group)).map((e) => e.event_id)).toEqual(sortIds(records));
+      expect(rounds[0]).toHaveLength(1);
+      expect(rounds[1]).toHaveLength(secondRound);
+      if (gatherMs) expect(rounds[1]).toEqual(ALL);
       expect([...(await storedWide(group))].sort((a, b) => a[0] - b[0])).toEqual(ALL.map((p) => [p, 2]));
     });
 

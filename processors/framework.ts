@@ -194,6 +194,13 @@ export interface FrameworkOptions {
   transactions?: number;
   /** Records of one round at most (default 4 × the processor's maxBatchSize). */
   maxRoundRecords?: number;
+  /**
+   * With a limit: after a round, how long (ms) the next round waits for the partitions the round
+   * released to deliver their next batches (default 0: it starts with what is waiting). Without
+   * it, those partitions' next batches arrive just after the next round started and wait a whole
+   * round: the partitions split into two groups that take turns.
+   */
+  gatherMs?: number;
 }
 
 export async function startProcessor<T>(
@@ -453,6 +460,10 @@ export async function startProcessor<T>(
   const roundCap = opts.maxRoundRecords ?? 4 * (p.maxBatchSize ?? 500);
   const waiting: Waiting[] = [];
   let inFlight = 0;
+  const gatherMs = opts.gatherMs ?? 0;
+  /** Partitions of the last round whose next batch the next round waits for, until `gatherUntil`. */
+  let expected = new Set<number>();
+  let gatherUntil = 0;
 
   /** The batches of a round: one per partition, up to the cap (the first one whatever its size). */
   const takeRound = (): Waiting[] => {
@@ -507,13 +518,26 @@ export async function startProcessor<T>(
     await Promise.all(round.map((_, i) => settle(i, () => finished)));
   };
 
+  /** True while the next round should wait for a partition the last round released. */
+  const gathering = (): boolean => {
+    if (expected.size === 0) return false;
+    if (Date.now() >= gatherUntil) expected.clear();
+    else for (const w of waiting) expected.delete(w.batch.partition);
+    return expected.size > 0;
+  };
+
   const pump = (): void => {
-    while (inFlight < limit && waiting.length > 0) {
+    while (inFlight < limit && waiting.length > 0 && !gathering()) {
       const round = takeRound();
       if (round.length === 0) return;
       inFlight++;
       void runRound(round).finally(() => {
         inFlight--;
+        if (gatherMs > 0) {
+          expected = new Set(round.map((w) => w.batch.partition));
+          gatherUntil = Date.now() + gatherMs;
+          setTimeout(pump, gatherMs + 1).unref();
+        }
         pump();
       });
     }

@@ -48,8 +48,12 @@ describe('loadConfig', () => {
   });
 
   it('runs one pipeline transaction at a time on PGlite and two on Postgres, unless told', () => {
-    expect(loadConfig({})).toMatchObject({ pipelineTransactions: 1, pipelineRoundRecords: 4000 });
-    expect(loadConfig(distributed).pipelineTransactions).toBe(2);
+    expect(loadConfig({})).toMatchObject({
+      pipelineTransactions: 1,
+      pipelineRoundRecords: 4000,
+      pipelineGatherMs: 0,
+    });
+    expect(loadConfig(distributed)).toMatchObject({ pipelineTransactions: 2, pipelineGatherMs: 0 });
     expect(
       loadConfig({ ...distributed, LUDUS_PIPELINE_TRANSACTIONS: '0', LUDUS_PIPELINE_ROUND_RECORDS: '500' }),
     ).toMatchObject({ pipelineTransactions: 0, pipelineRoundRecords: 500 });

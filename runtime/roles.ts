@@ -118,6 +118,7 @@ export async function startRoles(ctx: AppContext, roles: Role[] = ctx.config.rol
         await startProcessor({ ...ctx.adapters, log, metrics: ctx.metrics }, pipeline, {
           transactions: config.pipelineTransactions || undefined,
           maxRoundRecords: config.pipelineRoundRecords,
+          gatherMs: config.pipelineGatherMs,
         }),
       );
     }
