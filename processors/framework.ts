@@ -29,7 +29,8 @@
  * The guarantees do not change: a round's transaction locks the offset rows of its partitions (in
  * partition order, so two rounds never deadlock) and stores every partition's new offset with the
  * effects. When a round's transaction throws an error that may be a record's fault, each of its
- * batches is retried alone (and then record by record, as above).
+ * batches is retried alone (and then record by record, as above). With `gatherMs`, the next round
+ * waits that long for the partitions the last round released to deliver their next batches.
  */
 import type { Batch, Consumer, EventLog, LogRecord } from '../adapters/eventlog/types';
 import type { Queryable, Sql } from '../adapters/sql/types';
@@ -533,7 +534,7 @@ export async function startProcessor<T>(
       inFlight++;
       void runRound(round).finally(() => {
         inFlight--;
-        if (gatherMs > 0) {
+        if (gatherMs > 0 && Number.isFinite(limit)) {
           expected = new Set(round.map((w) => w.batch.partition));
           gatherUntil = Date.now() + gatherMs;
           setTimeout(pump, gatherMs + 1).unref();
