@@ -29,8 +29,10 @@
  * The guarantees do not change: a round's transaction locks the offset rows of its partitions (in
  * partition order, so two rounds never deadlock) and stores every partition's new offset with the
  * effects. When a round's transaction throws an error that may be a record's fault, each of its
- * batches is retried alone (and then record by record, as above). With `gatherMs`, the next round
- * waits that long for the partitions the last round released to deliver their next batches.
+ * batches is retried alone (and then record by record, as above). With `gatherMs`, a round waits up to
+ * that long for a batch of every assigned partition that is not in a round in flight (the batches
+ * of one Kafka fetch arrive a few milliseconds apart; the partitions a round released deliver their
+ * next batches just after it ended).
  */
 import type { Batch, Consumer, EventLog, LogRecord } from '../adapters/eventlog/types';
 import type { Queryable, Sql } from '../adapters/sql/types';
@@ -196,10 +198,12 @@ export interface FrameworkOptions {
   /** Records of one round at most (default 4 × the processor's maxBatchSize). */
   maxRoundRecords?: number;
   /**
-   * With a limit: after a round, how long (ms) the next round waits for the partitions the round
-   * released to deliver their next batches (default 0: it starts with what is waiting). Without
-   * it, those partitions' next batches arrive just after the next round started and wait a whole
-   * round: the partitions split into two groups that take turns.
+   * With a limit: how long (ms) a round may wait, after its first batch arrived or after the last
+   * round ended (whichever is later), for a batch of every assigned partition that is not in a
+   * round in flight (default 0: a round starts with what is waiting). Without it, the partitions
+   * split into groups that take turns: the batches of one Kafka fetch arrive a few milliseconds
+   * apart and the first ones start alone, and the partitions a round released deliver their next
+   * batches just after the next round started, then wait a whole round.
    */
   gatherMs?: number;
 }
@@ -454,6 +458,7 @@ export async function startProcessor<T>(
 
   interface Waiting {
     batch: Batch<T>;
+    arrivedAt: number;
     resolve: () => void;
     reject: (err: unknown) => void;
   }
@@ -461,10 +466,11 @@ export async function startProcessor<T>(
   const roundCap = opts.maxRoundRecords ?? 4 * (p.maxBatchSize ?? 500);
   const waiting: Waiting[] = [];
   let inFlight = 0;
-  const gatherMs = opts.gatherMs ?? 0;
-  /** Partitions of the last round whose next batch the next round waits for, until `gatherUntil`. */
-  let expected = new Set<number>();
-  let gatherUntil = 0;
+  const gatherMs = Number.isFinite(limit) ? (opts.gatherMs ?? 0) : 0;
+  /** Partitions in a round in flight, when a round last ended, and the gather's pending timer. */
+  const busy = new Set<number>();
+  let releasedAt = 0;
+  let gatherTimer: NodeJS.Timeout | null = null;
 
   /** The batches of a round: one per partition, up to the cap (the first one whatever its size). */
   const takeRound = (): Waiting[] => {
@@ -519,12 +525,23 @@ export async function startProcessor<T>(
     await Promise.all(round.map((_, i) => settle(i, () => finished)));
   };
 
-  /** True while the next round should wait for a partition the last round released. */
+  /**
+   * True while the next round should wait: some assigned partition outside the rounds in flight has
+   * no batch waiting yet, and `gatherMs` has not passed since the oldest waiting batch arrived or
+   * since a round last ended, whichever is later. Arms one timer to look again at the deadline.
+   */
   const gathering = (): boolean => {
-    if (expected.size === 0) return false;
-    if (Date.now() >= gatherUntil) expected.clear();
-    else for (const w of waiting) expected.delete(w.batch.partition);
-    return expected.size > 0;
+    if (gatherMs === 0 || !consumer || waiting.length === 0) return false;
+    const deadline = Math.max(releasedAt, Math.min(...waiting.map((w) => w.arrivedAt))) + gatherMs;
+    const wait = deadline - Date.now();
+    if (wait <= 0) return false;
+    const have = new Set(waiting.map((w) => w.batch.partition));
+    if (consumer.assignment().every((part) => busy.has(part) || have.has(part))) return false;
+    gatherTimer ??= setTimeout(() => {
+      gatherTimer = null;
+      pump();
+    }, wait + 1).unref();
+    return true;
   };
 
   const pump = (): void => {
@@ -532,13 +549,11 @@ export async function startProcessor<T>(
       const round = takeRound();
       if (round.length === 0) return;
       inFlight++;
+      for (const w of round) busy.add(w.batch.partition);
       void runRound(round).finally(() => {
         inFlight--;
-        if (gatherMs > 0 && Number.isFinite(limit)) {
-          expected = new Set(round.map((w) => w.batch.partition));
-          gatherUntil = Date.now() + gatherMs;
-          setTimeout(pump, gatherMs + 1).unref();
-        }
+        for (const w of round) busy.delete(w.batch.partition);
+        releasedAt = Date.now();
         pump();
       });
     }
@@ -547,7 +562,7 @@ export async function startProcessor<T>(
   const handleBatch = (batch: Batch<T>): Promise<void> => {
     if (fatal) return Promise.reject(new Error(`processor stopped: ${fatal}`));
     return new Promise<void>((resolve, reject) => {
-      waiting.push({ batch, resolve, reject });
+      waiting.push({ batch, arrivedAt: Date.now(), resolve, reject });
       pump();
     });
   };

@@ -47,16 +47,21 @@ describe('loadConfig', () => {
     expect(loadConfig({ LUDUS_RATE_LIMIT_QUERY: 'off' }).rateLimits.query).toEqual([]);
   });
 
-  it('runs one pipeline transaction at a time on PGlite and two on Postgres, unless told', () => {
+  it('runs one pipeline transaction at a time on PGlite and two gathered ones on Postgres, unless told', () => {
     expect(loadConfig({})).toMatchObject({
       pipelineTransactions: 1,
       pipelineRoundRecords: 4000,
       pipelineGatherMs: 0,
     });
-    expect(loadConfig(distributed)).toMatchObject({ pipelineTransactions: 2, pipelineGatherMs: 0 });
+    expect(loadConfig(distributed)).toMatchObject({ pipelineTransactions: 2, pipelineGatherMs: 5 });
     expect(
-      loadConfig({ ...distributed, LUDUS_PIPELINE_TRANSACTIONS: '0', LUDUS_PIPELINE_ROUND_RECORDS: '500' }),
-    ).toMatchObject({ pipelineTransactions: 0, pipelineRoundRecords: 500 });
+      loadConfig({
+        ...distributed,
+        LUDUS_PIPELINE_TRANSACTIONS: '0',
+        LUDUS_PIPELINE_ROUND_RECORDS: '500',
+        LUDUS_PIPELINE_GATHER_MS: '0',
+      }),
+    ).toMatchObject({ pipelineTransactions: 0, pipelineRoundRecords: 500, pipelineGatherMs: 0 });
   });
 
   it('keeps the embedded log in 64 MiB segments for 720 hours, unless told', () => {

@@ -83,8 +83,9 @@ export interface Config {
   /** Records of one pipeline round at most. */
   pipelineRoundRecords: number;
   /**
-   * After a round, how long (ms) the next one waits for the partitions it released
-   * (processors/framework.ts). Default 0: the next round starts with what waits.
+   * How long (ms) a round may wait for a batch of every assigned partition that is not in a round
+   * in flight (processors/framework.ts). Default: 0 on PGlite (a round starts with what waits), 5
+   * on Postgres (the batches of one Kafka fetch go in one round).
    */
   pipelineGatherMs: number;
   /**
@@ -369,7 +370,7 @@ export function loadConfig(env: Env = process.env): Config {
     schedulerIntervalMs: int('LUDUS_SCHEDULER_INTERVAL_MS', 1000, 50, 3600000),
     pipelineTransactions: int('LUDUS_PIPELINE_TRANSACTIONS', adapters.sql === 'pglite' ? 1 : 2, 0, 1000),
     pipelineRoundRecords: int('LUDUS_PIPELINE_ROUND_RECORDS', 4000, 1, 100000),
-    pipelineGatherMs: int('LUDUS_PIPELINE_GATHER_MS', 0, 0, 1000),
+    pipelineGatherMs: int('LUDUS_PIPELINE_GATHER_MS', adapters.sql === 'pglite' ? 0 : 5, 0, 1000),
     fileLog: {
       segmentBytes: int('LUDUS_EVENT_LOG_SEGMENT_MB', 64, 1, 1024) * 1024 * 1024,
       retentionMs: int('LUDUS_EVENT_LOG_RETENTION_HOURS', 720, 1, 24 * 365 * 10) * 3600 * 1000,
