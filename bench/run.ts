@@ -13,7 +13,8 @@
  * groups, registry subjects, ClickHouse database and scratch files.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { accessSync, constants, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { delimiter, join } from 'node:path';
 import { renderChart } from './chart';
 import { PROFILES, type Bench, type Profile } from './lib/context';
 import { machineInfo, NoiseSampler, versions } from './lib/machine';
@@ -30,13 +31,14 @@ import {
 import { queryWorkload } from './workloads/query';
 import { scalingWorkload } from './workloads/scaling';
 
-const WORKLOADS: Record<string, { run: (b: Bench) => Promise<void>; limitMin: number }> = {
-  ingest: { run: ingestWorkload, limitMin: 10 },
-  pipeline: { run: pipelineWorkload, limitMin: 14 },
+/** Each workload, its time limit and the load generators it runs (commands on the PATH). */
+const WORKLOADS: Record<string, { run: (b: Bench) => Promise<void>; limitMin: number; tools: string[] }> = {
+  ingest: { run: ingestWorkload, limitMin: 10, tools: ['wrk'] },
+  pipeline: { run: pipelineWorkload, limitMin: 14, tools: ['wrk'] },
   /** The distributed half of `pipeline` only (drain and latency). */
-  'pipeline-distributed': { run: pipelineDistributedWorkload, limitMin: 10 },
-  query: { run: queryWorkload, limitMin: 25 },
-  scaling: { run: scalingWorkload, limitMin: 14 },
+  'pipeline-distributed': { run: pipelineDistributedWorkload, limitMin: 10, tools: [] },
+  query: { run: queryWorkload, limitMin: 25, tools: ['wrk', 'redis-benchmark'] },
+  scaling: { run: scalingWorkload, limitMin: 14, tools: ['wrk'] },
   /** The embedded shape only: its ingest rows and its pipeline rows (drain, end to end, latency). */
   embedded: {
     run: async (b) => {
@@ -44,8 +46,21 @@ const WORKLOADS: Record<string, { run: (b: Bench) => Promise<void>; limitMin: nu
       await pipelineEmbedded(b);
     },
     limitMin: 20,
+    tools: ['wrk'],
   },
 };
+
+/** True when `command` is an executable file in a directory of the PATH. */
+function onPath(command: string): boolean {
+  return (process.env.PATH ?? '').split(delimiter).some((dir) => {
+    try {
+      accessSync(join(dir, command), constants.X_OK);
+      return true;
+    } catch {
+      return false;
+    }
+  });
+}
 
 /** Workloads that are a part of another one: run only when named with --only. */
 const PARTS = new Set(['pipeline-distributed', 'embedded']);
@@ -80,6 +95,14 @@ async function main(): Promise<number> {
       `${(/\/\*\*([\s\S]*?)\*\//.exec(readFileSync(__filename, 'utf8'))?.[1] ?? '').replace(/^ \* ?/gm, '')}\n`,
     );
     return 0;
+  }
+  // Fail before anything starts, not minutes later when the first load generator is spawned.
+  const missing = [...new Set(args.only.flatMap((w) => WORKLOADS[w]!.tools))].filter((t) => !onPath(t));
+  if (missing.length) {
+    process.stderr.write(
+      `bench: ${missing.join(' and ')} not found on the PATH (Debian: apt-get install -y wrk redis-tools)\n`,
+    );
+    return 2;
   }
   const startedAt = new Date();
   progress(`profile ${args.profile.name}, workloads ${args.only.join(', ')}; checking the stack`);

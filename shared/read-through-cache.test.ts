@@ -26,15 +26,15 @@ describe('ReadThroughCache', () => {
     let n = 0;
     const load = jest.fn(async () => `v${++n}`);
     expect(await c.get('k', load)).toBe('v1');
-    t += 400;
+    t += 200; // under a quarter of the TTL: no background read
     expect(await c.get('k', load)).toBe('v1');
     expect(load).toHaveBeenCalledTimes(1);
-    t += 600; // 1000 ms old: too old to serve, the request waits for the read
+    t += 800; // 1000 ms old: too old to serve, the request waits for the read
     expect(await c.get('k', load)).toBe('v2');
     expect(load).toHaveBeenCalledTimes(2);
   });
 
-  it('renews an entry older than half the TTL in the background and answers from the entry meanwhile', async () => {
+  it('renews an entry older than a quarter of the TTL in the background and answers from the entry meanwhile', async () => {
     const c = new ReadThroughCache<string>({ now, ttlMs: 1000, maxEntries: 10 });
     const g = gate<string>();
     const first = c.get('k', g.load);
