@@ -9,8 +9,9 @@
  *   is answered from the entry meanwhile. An entry in use is thus renewed before it runs out, and
  *   requests never wait for a store read of it. This matters in the embedded shape: a read waits
  *   for the pipeline round running on the one database session (up to 700 ms measured, issue 19),
- *   and a gateway answer must not; a refresh at half of a 1-s TTL left it 500 ms and was late. A failed background read is forgotten; the entry
- *   serves until it runs out, and then the next request reads and waits as on a miss.
+ *   and a gateway answer must not; a refresh at half of a 1-s TTL left it 500 ms and was late. A
+ *   failed background read is forgotten; the entry serves until it runs out, and then the next
+ *   request reads and waits as on a miss.
  * - **One read per key.** Concurrent misses of one key share one read. `forget` drops the read in
  *   flight as well, and a read whose key was forgotten meanwhile is not remembered.
  * - **Misses.** A `null` result is remembered only with `cacheMisses` (lookups that must not hit

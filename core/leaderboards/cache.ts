@@ -37,8 +37,8 @@ export interface ClosedPage {
 
 /**
  * Every map is a ReadThroughCache (shared/read-through-cache.ts): concurrent misses of one entry
- * share one SQL read, an entry in use is renewed in the background once it is a quarter of its TTL old
- * (requests do not wait for that read), and a forget drops the read in flight too.
+ * share one SQL read, an entry in use is renewed in the background once it is a quarter of its
+ * TTL old (requests do not wait for that read), and a forget drops the read in flight too.
  */
 export class LeaderboardCache {
   private readonly boards: ReadThroughCache<Leaderboard>;
