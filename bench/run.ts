@@ -4,6 +4,7 @@
  *   npm run bench                    quick profile (a few minutes)
  *   npm run bench -- --full          full profile (about 30 minutes): the figures of docs/performance.md
  *   npm run bench -- --only ingest,query [--profile] [--name NAME]
+ *   npm run bench -- --only embedded --service-env LUDUS_PIPELINE_WARM_UP_MS=0   (A/B of a setting)
  *
  * Workloads: ingest, pipeline, query, scaling (with memory per million entries). Every figure is
  * the median of 3 runs with min and max; each workload measures its baseline in the same run.
@@ -19,7 +20,7 @@ import { renderChart } from './chart';
 import { PROFILES, type Bench, type Profile } from './lib/context';
 import { machineInfo, NoiseSampler, versions } from './lib/machine';
 import { markdownTable, Results } from './lib/results';
-import { killAllChildren } from './lib/service';
+import { killAllChildren, setServiceOverrides } from './lib/service';
 import { Cleanup, ensureStack, ROOT, stackSettings } from './lib/stack';
 import { bounded, progress } from './lib/util';
 import { ingestEmbedded, ingestWorkload } from './workloads/ingest';
@@ -71,11 +72,18 @@ function parseArgs(argv: string[]) {
     const i = argv.indexOf(f);
     return i >= 0 ? argv[i + 1] : undefined;
   };
-  const known = new Set(['--full', '--profile', '--only', '--name', '--help', '-h']);
+  const known = new Set(['--full', '--profile', '--only', '--name', '--service-env', '--help', '-h']);
+  const serviceEnv: Record<string, string> = {};
   for (const [i, a] of argv.entries()) {
     if (a.startsWith('-') && !known.has(a)) throw new Error(`unknown option ${a} (see --help)`);
-    if (!a.startsWith('-') && !['--only', '--name'].includes(argv[i - 1] ?? ''))
+    if (!a.startsWith('-') && !['--only', '--name', '--service-env'].includes(argv[i - 1] ?? ''))
       throw new Error(`unexpected argument ${a}`);
+    if (a === '--service-env') {
+      // A setting every Ludus process of the run gets, on top of the bench's own (repeatable).
+      const m = /^(LUDUS_[A-Z0-9_]+)=(.*)$/.exec(argv[i + 1] ?? '');
+      if (!m) throw new Error('--service-env needs LUDUS_NAME=value');
+      serviceEnv[m[1]!] = m[2]!;
+    }
   }
   const full = has('--full');
   // By default every workload once: `pipeline-distributed` and `embedded` are parts of others
@@ -85,7 +93,13 @@ function parseArgs(argv: string[]) {
     if (!WORKLOADS[w]) throw new Error(`unknown workload ${w} (${Object.keys(WORKLOADS).join(', ')})`);
   const profile: Profile = { ...PROFILES[full ? 'full' : 'quick'] };
   if (has('--profile')) profile.profile = true;
-  return { help: has('--help') || has('-h'), profile, only, name: val('--name') ?? profile.name };
+  return {
+    help: has('--help') || has('-h'),
+    profile,
+    only,
+    name: val('--name') ?? profile.name,
+    serviceEnv,
+  };
 }
 
 async function main(): Promise<number> {
@@ -104,6 +118,7 @@ async function main(): Promise<number> {
     );
     return 2;
   }
+  setServiceOverrides(args.serviceEnv);
   const startedAt = new Date();
   progress(`profile ${args.profile.name}, workloads ${args.only.join(', ')}; checking the stack`);
   ensureStack();
@@ -177,6 +192,7 @@ async function main(): Promise<number> {
       service: {
         LUDUS_LOG_LEVEL: 'warn (no access logs)',
         rateLimits: 'off',
+        overrides: args.serviceEnv,
         loadGenerator: `wrk -t1 -c${args.profile.ingest.connections} (ingest), -c${args.profile.query.connections} (query)`,
       },
     },
@@ -193,6 +209,11 @@ async function main(): Promise<number> {
     `${out.machine.cpus} CPUs (${out.machine.cpuModel}), ${out.machine.memoryGb} GB, Node ${out.machine.node}; ` +
     `Kafka ${out.versions.kafka}, Redis ${out.versions.redis}, Postgres ${out.versions.postgres}, ClickHouse ${out.versions.clickhouse}. ` +
     `Noise: load average ${n.load1.mean} (max ${n.load1.max}), other engineers' tests used ${n.otherTestsCpuPct.mean}% of the machine on average (max ${n.otherTestsCpuPct.max}%).\n\n` +
+    (Object.keys(args.serviceEnv).length
+      ? `Service settings of this run: ${Object.entries(args.serviceEnv)
+          .map(([k, v]) => `${k}=${v}`)
+          .join(', ')}.\n\n`
+      : '') +
     `Figures: median (min–max) of ${args.profile.runs} runs.\n\n${table}\n` +
     (Object.keys(errors).length
       ? `\nFailed workloads: ${Object.keys(errors).join(', ')} (see the JSON)\n`

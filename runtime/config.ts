@@ -89,6 +89,11 @@ export interface Config {
    */
   pipelineGatherMs: number;
   /**
+   * How long (ms) the pipeline applies synthetic events, in transactions that roll back, before the
+   * process listens and consumes (processors/warm-up.ts), so that load finds it warm. 0: no warm-up.
+   */
+  pipelineWarmUpMs: number;
+  /**
    * The embedded shape's event log files (adapters/eventlog/file.ts): segments are closed at this
    * size, and deleted once their last record is older than the retention (never a partition's
    * last segment). Kafka's retention is the broker's own configuration.
@@ -371,6 +376,7 @@ export function loadConfig(env: Env = process.env): Config {
     pipelineTransactions: int('LUDUS_PIPELINE_TRANSACTIONS', adapters.sql === 'pglite' ? 1 : 2, 0, 1000),
     pipelineRoundRecords: int('LUDUS_PIPELINE_ROUND_RECORDS', 4000, 1, 100000),
     pipelineGatherMs: int('LUDUS_PIPELINE_GATHER_MS', adapters.sql === 'pglite' ? 0 : 5, 0, 1000),
+    pipelineWarmUpMs: int('LUDUS_PIPELINE_WARM_UP_MS', 2000, 0, 600_000),
     fileLog: {
       segmentBytes: int('LUDUS_EVENT_LOG_SEGMENT_MB', 64, 1, 1024) * 1024 * 1024,
       retentionMs: int('LUDUS_EVENT_LOG_RETENTION_HOURS', 720, 1, 24 * 365 * 10) * 3600 * 1000,

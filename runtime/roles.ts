@@ -17,6 +17,7 @@ import { Dispatcher } from '../dispatcher/dispatcher';
 import { webhookRetentionJob } from '../dispatcher/retention';
 import { startProcessor } from '../processors/framework';
 import { pipelineProcessor } from '../processors/pipeline/pipeline';
+import { warmUp } from '../processors/warm-up';
 import { EVENTS_TOPIC } from '../schemas/topics';
 import type { Role } from './config';
 import { closingDeps, type AppContext } from './context';
@@ -62,6 +63,24 @@ export async function startRoles(ctx: AppContext, roles: Role[] = ctx.config.rol
   };
 
   try {
+    // The pipeline warms up before anything listens or consumes: load that arrives finds it warm.
+    const pipeline = roles.includes('processors')
+      ? pipelineProcessor({
+          ...ctx.adapters,
+          wallet: ctx.services.wallet,
+          facts: ctx.services.facts,
+          granter: ctx.services.granter,
+          clock: ctx.clock,
+          log,
+          metrics: ctx.metrics,
+          achievements: ctx.services.achievements,
+        })
+      : null;
+    if (pipeline)
+      await warmUp({ sql: ctx.adapters.sql, log }, pipeline, {
+        budgetMs: config.pipelineWarmUpMs,
+        transactions: config.pipelineTransactions || 1,
+      });
     const gateways = buildGateways(ctx);
     const serve = async (name: ListenerName, port: number) => {
       const app = name === 'ops' ? buildOpsListener(ctx, roles) : gateways[name];
@@ -103,17 +122,7 @@ export async function startRoles(ctx: AppContext, roles: Role[] = ctx.config.rol
     if (roles.includes('processors') || roles.includes('analytics')) registerDeadLetterGauge(gauges);
     if (roles.includes('dispatcher')) registerWebhookQueueGauge(gauges);
     if (config.opsPort !== null) await serve('ops', config.opsPort);
-    if (roles.includes('processors')) {
-      const pipeline = pipelineProcessor({
-        ...ctx.adapters,
-        wallet: ctx.services.wallet,
-        facts: ctx.services.facts,
-        granter: ctx.services.granter,
-        clock: ctx.clock,
-        log,
-        metrics: ctx.metrics,
-        achievements: ctx.services.achievements,
-      });
+    if (pipeline) {
       consumers.push(
         await startProcessor({ ...ctx.adapters, log, metrics: ctx.metrics }, pipeline, {
           transactions: config.pipelineTransactions || undefined,

@@ -84,9 +84,16 @@ export function baseEnv(ports: { ingest: number; admin: number; query: number })
   };
 }
 
+/** Settings every service of the run gets on top of its own (`--service-env`, for A/B runs). */
+let overrides: Record<string, string> = {};
+
+export function setServiceOverrides(env: Record<string, string>): void {
+  overrides = { ...env };
+}
+
 export async function startService(o: ServiceOptions): Promise<Service> {
   const ports = { ingest: await freePort(), admin: await freePort(), query: await freePort() };
-  const env = { ...baseEnv(ports), ...o.env };
+  const env = { ...baseEnv(ports), ...o.env, ...overrides };
   const fd = openSync(o.logFile, 'a');
   const child = spawn(
     process.execPath,

@@ -19,10 +19,12 @@ import type { Logger } from '../../shared/logger';
 import type { Metrics } from '../../shared/metrics';
 import { EVENTS_TOPIC, type EventRecord } from '../../schemas/topics';
 import { skip, type Outcome, type Processor } from '../framework';
+import type { Rehearsal } from '../warm-up';
 import { AchievementStep } from './achievements';
 import { EarningStep } from './earning';
 import { markAndReadTenants } from './definitions';
 import { RankSync } from './rank-sync';
+import { pipelineRehearsal } from './rehearsal';
 import { ScoringStep } from './scoring';
 import { StreakStep } from './streaks';
 import { runSteps, type AnyStep, type StepBatch, type StepEvent } from './step';
@@ -54,7 +56,9 @@ export function pipelineSteps(deps: PipelineDeps, rankSync: RankSync): AnyStep[]
   ];
 }
 
-export function pipelineProcessor(deps: PipelineDeps): Processor<EventRecord> {
+export function pipelineProcessor(
+  deps: PipelineDeps,
+): Processor<EventRecord> & { rehearsal(): Rehearsal<EventRecord> } {
   const rankSync = new RankSync(deps, `${PIPELINE_GROUP}:${deps.eventLog.physicalName(EVENTS_TOPIC)}`);
   const steps = pipelineSteps(deps, rankSync);
   return {
@@ -63,6 +67,7 @@ export function pipelineProcessor(deps: PipelineDeps): Processor<EventRecord> {
     maxBatchSize: 1000,
     resumeFrom: (partitions, stored) => rankSync.resumeFrom(partitions, stored),
     maintain: (partitions, applied) => rankSync.repair(partitions, applied),
+    rehearsal: () => pipelineRehearsal(deps.clock.now()),
     async apply(q, batch) {
       // One statement: the dedupe, and the rows of the records' tenants FOR KEY SHARE with their
       // time zones and definition versions (./definitions.ts).

@@ -59,9 +59,17 @@ describe('ludus serve [embedded]', () => {
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
   it('serves /health, /ready and /metrics on all three gateways with no configuration but ports', async () => {
-    const p = spawnCli(['serve'], childEnv({ ...fromZero, LUDUS_DATA_DIR: dir }));
+    // The default pipeline warm-up too (the test harness turns it off elsewhere).
+    const env = childEnv({ ...fromZero, LUDUS_DATA_DIR: dir });
+    delete env.LUDUS_PIPELINE_WARM_UP_MS;
+    const p = spawnCli(['serve'], env);
     try {
       await expectServing(p);
+      const warm = p.logs.findIndex((l) => l.msg === 'warmed up on synthetic records (rolled back)');
+      expect(warm).toBeGreaterThanOrEqual(0);
+      expect(p.logs[warm]!.records).toBeGreaterThanOrEqual(500);
+      // Before anything listens: load that arrives finds the pipeline warm.
+      expect(warm).toBeLessThan(p.logs.findIndex((l) => l.msg === 'listening'));
       const migrated = p.logs.find((l) => l.msg === 'migrations applied');
       expect(migrated).toBeDefined();
       const adapters = p.logs.find((l) => l.msg === 'adapters ready');

@@ -72,6 +72,9 @@ export async function startTestApp(
     // connection at the moment the client reuses it answers "other side closed" (a race of HTTP
     // keep-alive itself, seen under load); tests of the timeout set their own.
     LUDUS_HTTP_KEEP_ALIVE_TIMEOUT_MS: '60000',
+    // No pipeline warm-up (2 s of synthetic work per app start); tests/scenario/warm-up.test.ts
+    // covers it.
+    LUDUS_PIPELINE_WARM_UP_MS: '0',
     ...shapeEnv(shape),
     ...opts.env,
   };

@@ -20,6 +20,8 @@ export function childEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
     LUDUS_LOG_LEVEL: 'info',
     // Every child opens its operations listener on a free port (never 8083, shared by parallel tests).
     LUDUS_OPS_PORT: '0',
+    // No pipeline warm-up (2 s of synthetic work per start), unless a test asks for it.
+    LUDUS_PIPELINE_WARM_UP_MS: '0',
     ...extra,
   };
 }
