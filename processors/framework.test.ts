@@ -592,7 +592,7 @@ describe('consumer framework [local log on PGlite]', () => {
     async function startWide(
       group: string,
       apply: Apply = applyByType(group),
-      o: { gatherMs?: number; maxBatchSize?: number } = {},
+      o: { gatherMs?: number; maxBatchSize?: number; maxRoundMs?: number } = {},
     ) {
       const rounds: number[][] = [];
       const p: Processor<EventRecord> = {
@@ -611,7 +611,11 @@ describe('consumer framework [local log on PGlite]', () => {
         },
       };
       await log.ensureTopic(WIDE);
-      const r = await startProcessor(deps(), p, { transactions: 1, gatherMs: o.gatherMs });
+      const r = await startProcessor(deps(), p, {
+        transactions: 1,
+        gatherMs: o.gatherMs,
+        maxRoundMs: o.maxRoundMs,
+      });
       running.push(r);
       return { rounds, running: r };
     }
@@ -647,6 +651,24 @@ describe('consumer framework [local log on PGlite]', () => {
       expect(rounds[0]).toHaveLength(firstRound);
       expect(rounds[1]).toHaveLength(secondRound);
       if (gatherMs) expect(rounds.slice(0, 2)).toEqual([ALL, ALL]);
+      expect([...(await storedWide(group))].sort((a, b) => a[0] - b[0])).toEqual(ALL.map((p) => [p, 2]));
+    });
+
+    it.each([
+      ['takes every waiting partition without a time bound', undefined, 3],
+      ['takes fewer records after a slow round, with a time bound', 100, 1],
+    ])('%s', async (_, maxRoundMs, secondRound) => {
+      const group = uniqueName('g');
+      await log.ensureTopic(WIDE);
+      const users = usersByPartition();
+      const records = ALL.flatMap((part) => [record('ok', users.get(part)), record('ok', users.get(part))]);
+      await appendWide(records);
+      // Batches of one record: the first round (one record, 300 ms) sets the time per record.
+      const { rounds } = await startWide(group, applyByType(group), { maxBatchSize: 1, maxRoundMs });
+      await drainedWide(group);
+      expect((await effects(group)).map((e) => e.event_id)).toEqual(sortIds(records));
+      expect(rounds[0]).toHaveLength(1);
+      expect(rounds[1]).toHaveLength(secondRound);
       expect([...(await storedWide(group))].sort((a, b) => a[0] - b[0])).toEqual(ALL.map((p) => [p, 2]));
     });
 

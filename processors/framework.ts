@@ -206,6 +206,15 @@ export interface FrameworkOptions {
    * batches just after the next round started, then wait a whole round.
    */
   gatherMs?: number;
+  /**
+   * With a limit: how long (ms) a round should hold the store at most (default 0: no bound but
+   * `maxRoundRecords`). A round then takes batches only up to this time's worth of records at the
+   * time per record of the rounds before it (a moving average; the first batch whatever its size).
+   * The embedded shape uses it: its gateways' store reads wait for the round running on the one
+   * session, and a round of 4,000 records took 1.3 s on a slow machine (docs/performance.md, tenth
+   * pass).
+   */
+  maxRoundMs?: number;
 }
 
 export async function startProcessor<T>(
@@ -464,6 +473,14 @@ export async function startProcessor<T>(
   }
   const limit = opts.transactions ?? Number.POSITIVE_INFINITY;
   const roundCap = opts.maxRoundRecords ?? 4 * (p.maxBatchSize ?? 500);
+  const maxRoundMs = Number.isFinite(limit) ? (opts.maxRoundMs ?? 0) : 0;
+  /** Milliseconds per record of the recent rounds (0 until a round has been timed). */
+  let msPerRecord = 0;
+  /** The records the next round may take: `roundCap`, or fewer to keep within `maxRoundMs`. */
+  const recordCap = () =>
+    maxRoundMs > 0 && msPerRecord > 0
+      ? Math.min(roundCap, Math.max(1, Math.floor(maxRoundMs / msPerRecord)))
+      : roundCap;
   const waiting: Waiting[] = [];
   let inFlight = 0;
   const gatherMs = Number.isFinite(limit) ? (opts.gatherMs ?? 0) : 0;
@@ -476,11 +493,12 @@ export async function startProcessor<T>(
   const takeRound = (): Waiting[] => {
     const round: Waiting[] = [];
     const seen = new Set<number>();
+    const cap = recordCap();
     let records = 0;
     for (let i = 0; i < waiting.length;) {
       const w = waiting[i]!;
       const n = w.batch.records.length;
-      if (seen.has(w.batch.partition) || (round.length > 0 && records + n > roundCap)) {
+      if (seen.has(w.batch.partition) || (round.length > 0 && records + n > cap)) {
         i++;
         continue;
       }
@@ -550,7 +568,11 @@ export async function startProcessor<T>(
       if (round.length === 0) return;
       inFlight++;
       for (const w of round) busy.add(w.batch.partition);
+      const started = performance.now();
+      const records = round.reduce((a, w) => a + w.batch.records.length, 0);
       void runRound(round).finally(() => {
+        const perRecord = (performance.now() - started) / Math.max(1, records);
+        msPerRecord = msPerRecord === 0 ? perRecord : 0.7 * msPerRecord + 0.3 * perRecord;
         inFlight--;
         for (const w of round) busy.delete(w.batch.partition);
         releasedAt = Date.now();

@@ -89,6 +89,13 @@ export interface Config {
    */
   pipelineGatherMs: number;
   /**
+   * How long (ms) a pipeline round should hold the store at most, from the time per record of the
+   * rounds before it (processors/framework.ts). Default: 700 on PGlite (the gateways' store reads
+   * wait for the running round; their caches renew an entry from a quarter of its 1-s TTL, so a
+   * round of 700 ms leaves the renewal time to finish), 0 (no bound) on Postgres.
+   */
+  pipelineRoundMs: number;
+  /**
    * How long (ms) the pipeline applies synthetic events, in transactions that roll back, before the
    * process listens and consumes (processors/warm-up.ts), so that load finds it warm. 0: no warm-up.
    */
@@ -376,6 +383,7 @@ export function loadConfig(env: Env = process.env): Config {
     pipelineTransactions: int('LUDUS_PIPELINE_TRANSACTIONS', adapters.sql === 'pglite' ? 1 : 2, 0, 1000),
     pipelineRoundRecords: int('LUDUS_PIPELINE_ROUND_RECORDS', 4000, 1, 100000),
     pipelineGatherMs: int('LUDUS_PIPELINE_GATHER_MS', adapters.sql === 'pglite' ? 0 : 5, 0, 1000),
+    pipelineRoundMs: int('LUDUS_PIPELINE_ROUND_MS', adapters.sql === 'pglite' ? 700 : 0, 0, 600_000),
     pipelineWarmUpMs: int('LUDUS_PIPELINE_WARM_UP_MS', 2000, 0, 600_000),
     fileLog: {
       segmentBytes: int('LUDUS_EVENT_LOG_SEGMENT_MB', 64, 1, 1024) * 1024 * 1024,

@@ -128,6 +128,7 @@ export async function startRoles(ctx: AppContext, roles: Role[] = ctx.config.rol
           transactions: config.pipelineTransactions || undefined,
           maxRoundRecords: config.pipelineRoundRecords,
           gatherMs: config.pipelineGatherMs,
+          maxRoundMs: config.pipelineRoundMs,
         }),
       );
     }
