@@ -48,6 +48,20 @@ export function buildGateways(ctx: AppContext): Record<GatewayName, Gateway> {
   };
 }
 
+/** The event pipeline on an opened context's adapters and services; tests use this too. */
+export function buildPipeline(ctx: AppContext) {
+  return pipelineProcessor({
+    ...ctx.adapters,
+    wallet: ctx.services.wallet,
+    facts: ctx.services.facts,
+    granter: ctx.services.granter,
+    clock: ctx.clock,
+    log: ctx.log,
+    metrics: ctx.metrics,
+    achievements: ctx.services.achievements,
+  });
+}
+
 /** Starts the configured roles on an opened context. */
 export async function startRoles(ctx: AppContext, roles: Role[] = ctx.config.roles): Promise<RunningRoles> {
   const { config, log } = ctx;
@@ -64,18 +78,7 @@ export async function startRoles(ctx: AppContext, roles: Role[] = ctx.config.rol
 
   try {
     // The pipeline warms up before anything listens or consumes: load that arrives finds it warm.
-    const pipeline = roles.includes('processors')
-      ? pipelineProcessor({
-          ...ctx.adapters,
-          wallet: ctx.services.wallet,
-          facts: ctx.services.facts,
-          granter: ctx.services.granter,
-          clock: ctx.clock,
-          log,
-          metrics: ctx.metrics,
-          achievements: ctx.services.achievements,
-        })
-      : null;
+    const pipeline = roles.includes('processors') ? buildPipeline(ctx) : null;
     if (pipeline)
       await warmUp({ sql: ctx.adapters.sql, log }, pipeline, {
         budgetMs: config.pipelineWarmUpMs,

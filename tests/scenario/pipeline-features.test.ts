@@ -7,7 +7,7 @@
  */
 import type { LogRecord } from '../../adapters/eventlog/types';
 import type { Queryable } from '../../adapters/sql/types';
-import { pipelineProcessor } from '../../processors/pipeline/pipeline';
+import { buildPipeline } from '../../runtime/roles';
 import type { EventRecord } from '../../schemas/topics';
 import { startTestApp, type TestApp } from '../support/app';
 
@@ -45,15 +45,7 @@ afterAll(() => app?.stop());
 
 test('tiers and levels: no statement while the tenant has none, applied from the next batch once created', async () => {
   const ctx = app.ctx;
-  const p = pipelineProcessor({
-    ...ctx.adapters,
-    wallet: ctx.services.wallet,
-    facts: ctx.services.facts,
-    granter: ctx.services.granter,
-    clock: ctx.clock,
-    log: ctx.log,
-    achievements: ctx.services.achievements,
-  });
+  const p = buildPipeline(ctx);
   let offset = 0;
   const run = async (n: number) => {
     const log: string[] = [];

@@ -6,8 +6,8 @@
  * rank key was written, and a real event is scored as usual.
  */
 import { Redis } from 'ioredis';
-import { pipelineProcessor } from '../../processors/pipeline/pipeline';
 import { warmUp } from '../../processors/warm-up';
+import { buildPipeline } from '../../runtime/roles';
 import {
   call,
   createKey,
@@ -67,15 +67,7 @@ describe.each(SHAPES)('pipeline warm-up [%s]', (shape) => {
     const ctx = app.ctx;
     const metricsBefore = await consumerMetrics();
     const offsetsBefore = await offsets();
-    const p = pipelineProcessor({
-      ...ctx.adapters,
-      wallet: ctx.services.wallet,
-      facts: ctx.services.facts,
-      granter: ctx.services.granter,
-      clock: ctx.clock,
-      log: ctx.log,
-      achievements: ctx.services.achievements,
-    });
+    const p = buildPipeline(ctx);
     // What the steps write, seen from inside the rehearsal's transaction before it rolls back.
     const seen = new Map<string, number>();
     const counting = {
