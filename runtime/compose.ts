@@ -154,7 +154,7 @@ export async function openEventLog(config: Config, sql: Sql, log: Logger): Promi
   }
   // A real Postgres without Kafka: the log is a table of that database.
   const { LocalEventLog } = await import('../adapters/eventlog/local');
-  return new LocalEventLog(sql, { log: logTo });
+  return new LocalEventLog(sql, { log: logTo, retentionMs: config.fileLog.retentionMs });
 }
 
 export async function openRanks(config: Config): Promise<RankIndex> {

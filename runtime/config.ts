@@ -103,7 +103,8 @@ export interface Config {
   /**
    * The embedded shape's event log files (adapters/eventlog/file.ts): segments are closed at this
    * size, and deleted once their last record is older than the retention (never a partition's
-   * last segment). Kafka's retention is the broker's own configuration.
+   * last segment). Kafka's retention is the broker's own configuration. The retention applies to
+   * the SQL-table log (Postgres without Kafka, adapters/eventlog/local.ts) as well.
    */
   fileLog: { segmentBytes: number; retentionMs: number };
   /** Users per chunk of an achievement backfill (one transaction each; docs/achievements.md "Backfill"). */

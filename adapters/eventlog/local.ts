@@ -18,8 +18,11 @@
  * Where it is used: a SQL store without Kafka on a real Postgres (LUDUS_SQL=pg, LUDUS_EVENT_LOG=local).
  * The embedded default (PGlite) keeps its log in files instead (file.ts, issue 19).
  *
- * Retention: none yet; event_log_records grows with every event (see the migration and the
- * RETENTION note in the class for the plan).
+ * Retention (`retentionMs`, LUDUS_EVENT_LOG_RETENTION_HOURS as for the file log): `enforceRetention`
+ * (once at start, then every `retentionCheckMs`) deletes each partition's oldest records appended
+ * before now - retentionMs, in chunks along the primary key, never a partition's last record (its
+ * offset is the end the next append continues from), as Kafka's time retention and the file log
+ * do. A consumer whose position lies below the oldest record left goes on at that record.
  */
 import { EventEmitter } from 'node:events';
 import type { Sql } from '../sql/types';
@@ -41,7 +44,16 @@ export interface LocalEventLogOptions {
   retryBackoff?: BackoffOptions;
   /** Diagnostics (errors of handlers, retries). Default: errors to stderr. */
   log?: EventLogLogger;
+  /** Records appended longer ago than this are deleted (never a partition's last). Default: kept. */
+  retentionMs?: number;
+  /** How often retention is enforced. Default: a tenth of retentionMs, at most every 5 minutes. */
+  retentionCheckMs?: number;
+  /** The clock of retention (tests). Default Date.now. */
+  now?: () => number;
 }
+
+/** Records deleted per statement by retention (short transactions beside the appends). */
+const RETENTION_CHUNK = 5000;
 
 /** Rows per INSERT statement (5 parameters each, far below Postgres's 65535 parameter limit). */
 const INSERT_CHUNK = 500;
@@ -64,6 +76,10 @@ export class LocalEventLog implements EventLog {
   private readonly appended = new EventEmitter();
   private readonly consumers: LocalGroups;
   private closed = false;
+  private readonly retentionMs: number;
+  private readonly now: () => number;
+  private readonly retentionTimer: NodeJS.Timeout | undefined;
+  private pruning: Promise<number> | undefined;
 
   /** `sql`: the SQL store, migrated (002_event_log). Not owned: close() leaves it open. */
   constructor(sql: Sql, opts: LocalEventLogOptions = {}) {
@@ -78,6 +94,22 @@ export class LocalEventLog implements EventLog {
       backoff: opts.retryBackoff ?? {},
       log: this.log,
     });
+    this.retentionMs = opts.retentionMs ?? 0;
+    this.now = opts.now ?? Date.now;
+    if (this.retentionMs > 0) {
+      const prune = () =>
+        void this.enforceRetention().catch((err: unknown) =>
+          this.log('warn', 'event log retention failed; retrying at the next check', {
+            err: (err as Error).message,
+          }),
+        );
+      this.retentionTimer = setInterval(
+        prune,
+        opts.retentionCheckMs ?? Math.min(this.retentionMs / 10, 5 * 60 * 1000),
+      );
+      this.retentionTimer.unref();
+      prune();
+    }
   }
 
   /** The table name of a topic (its logical name with the prefix). */
@@ -221,14 +253,61 @@ export class LocalEventLog implements EventLog {
     await this.sql.ping();
   }
 
-  // RETENTION (not implemented): event_log_records grows with every event. The job belongs here,
-  // e.g. `retain(olderThanMs)`: per (topic, partition), DELETE records with "offset" below the
-  // smallest next_offset any group stored in consumer_offsets AND appended before now - olderThanMs,
-  // in small batches; the scheduler role would run it. See 002_event_log.sql.
+  /**
+   * Deletes the records of this instance's topics appended before now - retentionMs, oldest first
+   * along the primary key, never a partition's last record; resolves with how many. One run at a
+   * time (a call during a run shares it).
+   */
+  enforceRetention(): Promise<number> {
+    if (this.closed || this.retentionMs <= 0) return Promise.resolve(0);
+    this.pruning ??= (async () => {
+      try {
+        const cutoff = new Date(this.now() - this.retentionMs).toISOString();
+        const { rows } = await this.sql.query<{ topic: string; partition: number; next_offset: number }>(
+          `SELECT topic, partition, next_offset FROM event_log_partitions
+           WHERE left(topic, length($1)) = $1 ORDER BY topic, partition`,
+          [this.prefix],
+        );
+        let deleted = 0;
+        for (const p of rows) {
+          // Records of a partition are appended in offset order, so its old ones are its first ones:
+          // each statement looks at the next chunk by offset and stops at the first one kept.
+          for (;;) {
+            if (this.closed) return deleted;
+            // The last old offset among the partition's next chunk, then a range delete by key.
+            const chunk = await this.sql.query<{ last: string | number | null; n: string | number }>(
+              `SELECT max("offset") AS last, count(*) AS n FROM (
+                 SELECT "offset", appended_at FROM event_log_records
+                 WHERE topic = $1 AND partition = $2 AND "offset" < $3 ORDER BY "offset" LIMIT $4) x
+               WHERE appended_at < $5::timestamptz`,
+              [p.topic, p.partition, Number(p.next_offset) - 1, RETENTION_CHUNK, cutoff],
+            );
+            const last = chunk.rows[0]?.last;
+            if (last === null || last === undefined) break;
+            const r = await this.sql.query(
+              `DELETE FROM event_log_records
+               WHERE topic = $1 AND partition = $2 AND "offset" <= $3 AND appended_at < $4::timestamptz`,
+              [p.topic, p.partition, Number(last), cutoff],
+            );
+            deleted += r.rowCount;
+            if (Number(chunk.rows[0]!.n) < RETENTION_CHUNK) break;
+          }
+        }
+        if (deleted > 0)
+          this.log('info', 'event log retention: records deleted', { deleted, before: cutoff });
+        return deleted;
+      } finally {
+        this.pruning = undefined;
+      }
+    })();
+    return this.pruning;
+  }
 
   /** Stops every consumer of this instance (in-flight batches finish). Leaves the SQL store open. */
   async close(): Promise<void> {
     this.closed = true;
+    clearInterval(this.retentionTimer);
+    await this.pruning?.catch(() => undefined);
     await this.consumers.stopAll();
     this.appended.removeAllListeners();
   }

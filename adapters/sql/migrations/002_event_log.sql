@@ -17,11 +17,10 @@ CREATE TABLE event_log_partitions (
 
 -- One row per record. value is the Avro binary (avsc, no registry framing) written with the
 -- topic's schema number schema_version (1-based position in the Topic's schema list).
--- RETENTION: nothing deletes from this table yet, so it grows with every event. A retention job
--- would delete, per (topic, partition), rows with "offset" below min(every group's stored
--- next_offset in consumer_offsets) and older than the retention period; the primary key below
--- serves that range delete. Consumers that resume below the oldest kept offset would then start
--- at the oldest kept record (like Kafka's offset reset).
+-- RETENTION: adapters/eventlog/local.ts `enforceRetention` deletes, per (topic, partition), the
+-- oldest rows appended before the retention period, in chunks along the primary key below, never
+-- a partition's last row. Consumers that resume below the oldest kept offset start at the oldest
+-- kept record (like Kafka's offset reset).
 CREATE TABLE event_log_records (
   topic          text        NOT NULL,
   partition      integer     NOT NULL,
