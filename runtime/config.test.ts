@@ -64,6 +64,15 @@ describe('loadConfig', () => {
     ).toMatchObject({ pipelineTransactions: 0, pipelineRoundRecords: 500, pipelineGatherMs: 0 });
   });
 
+  it('bounds rounds at 700 ms on PGlite and not on Postgres, and warms the pipeline up for 2 s, unless told', () => {
+    expect(loadConfig({})).toMatchObject({ pipelineRoundMs: 700, pipelineWarmUpMs: 2000 });
+    expect(loadConfig(distributed)).toMatchObject({ pipelineRoundMs: 0, pipelineWarmUpMs: 2000 });
+    expect(loadConfig({ LUDUS_PIPELINE_ROUND_MS: '0', LUDUS_PIPELINE_WARM_UP_MS: '0' })).toMatchObject({
+      pipelineRoundMs: 0,
+      pipelineWarmUpMs: 0,
+    });
+  });
+
   it('keeps the embedded log in 64 MiB segments for 720 hours, unless told', () => {
     expect(loadConfig({}).fileLog).toEqual({
       segmentBytes: 64 * 1024 * 1024,
@@ -88,6 +97,8 @@ describe('loadConfig', () => {
     ['a negative transaction limit', { LUDUS_PIPELINE_TRANSACTIONS: '-1' }, /^LUDUS_PIPELINE_TRANSACTIONS:/],
     ['rounds of no records', { LUDUS_PIPELINE_ROUND_RECORDS: '0' }, /^LUDUS_PIPELINE_ROUND_RECORDS:/],
     ['segments of no bytes', { LUDUS_EVENT_LOG_SEGMENT_MB: '0' }, /^LUDUS_EVENT_LOG_SEGMENT_MB:/],
+    ['a negative round bound', { LUDUS_PIPELINE_ROUND_MS: '-5' }, /^LUDUS_PIPELINE_ROUND_MS:/],
+    ['a warm-up that is not a number', { LUDUS_PIPELINE_WARM_UP_MS: '2s' }, /^LUDUS_PIPELINE_WARM_UP_MS:/],
     [
       'a retention of hours that are not',
       { LUDUS_EVENT_LOG_RETENTION_HOURS: 'a week' },
