@@ -430,6 +430,40 @@ describe('consumer framework [local log on PGlite]', () => {
     expect(calls.every((c) => c.fresh.length === 3)).toBe(true);
   });
 
+  it('applies a round too large for the lock table (SQLSTATE 53200) in smaller transactions, each record once', async () => {
+    const group = uniqueName('g');
+    const byType = applyByType(group);
+    const LOCKS_PER_RECORD = 100; // like a tenant with many earning rules on one event type
+    const sizes: number[] = []; // records per transaction attempted
+    await start(group, {
+      transactions: 1,
+      maxBatchSize: 1000,
+      apply: async (q, batch) => {
+        sizes.push(batch.fresh.length);
+        // Real locks in the one statement, as the wallet takes one per idempotency key: a round of
+        // 1,000 records takes 100,000, more than PGlite's lock table holds (about 16,000–32,000).
+        const keys = batch.fresh.flatMap((r) =>
+          Array.from({ length: LOCKS_PER_RECORD }, (_, j) => r.partition * 10_000_000 + r.offset * 1000 + j),
+        );
+        await q.query(
+          'SELECT count(*) FROM (SELECT pg_advisory_xact_lock(k) FROM unnest($1::bigint[]) k) s',
+          [keys],
+        );
+        return byType(q, batch);
+      },
+    });
+    const records = Array.from({ length: 1000 }, (_, i) => record('ok', `u${i % 50}`));
+    await append(records);
+    await drained(group);
+    // Every record applied exactly once, none dead-lettered (the size is not a record's fault).
+    expect((await effects(group)).map((e) => e.event_id)).toEqual(sortIds(records));
+    expect(await deadLetters(group)).toHaveLength(0);
+    // The first transaction took a whole batch (about 500 records: 50,000 locks) and failed; it
+    // was applied in halves and smaller.
+    expect(sizes[0]).toBeGreaterThan(300);
+    expect(Math.min(...sizes)).toBeLessThanOrEqual(sizes[0]! / 2);
+  });
+
   it('stops the consumer when thrown records pass the dead-letter limit', async () => {
     const group = uniqueName('g');
     // A poison deployment: every record throws.

@@ -33,6 +33,11 @@
  * that long for a batch of every assigned partition that is not in a round in flight (the batches
  * of one Kafka fetch arrive a few milliseconds apart; the partitions a round released deliver their
  * next batches just after it ended).
+ *
+ * A transaction too large for the store's lock table (SQLSTATE 53200, `isTooLarge`) is not a store
+ * outage to wait out: a round's batches are applied alone, a batch in halves (down to single
+ * records), and the next transactions take at most half as many records, doubled again after a
+ * hundred that succeed.
  */
 import type { Batch, Consumer, EventLog, LogRecord } from '../adapters/eventlog/types';
 import type { Queryable, Sql } from '../adapters/sql/types';
@@ -73,6 +78,9 @@ const NETWORK_CODES = new Set([
   'EHOSTUNREACH',
   'ENETUNREACH',
 ]);
+/** Transactions that succeed at a lowered size before the size is doubled again (`isTooLarge`). */
+const SIZE_PROBE_AFTER = 100;
+
 const TRANSIENT_MESSAGE =
   /connection terminated|connection (closed|ended|error|timeout)|timeout exceeded|socket hang up|pool after calling end|is closed/i;
 
@@ -92,6 +100,19 @@ export function isRecordError(err: unknown): boolean {
   const message = typeof e?.message === 'string' ? e.message : '';
   if (message.startsWith('processor stopped:')) return false;
   return !TRANSIENT_MESSAGE.test(message);
+}
+
+/**
+ * True when the store refused a transaction for its size, not for a record's content: SQLSTATE
+ * 53200, out of shared memory. Every transaction takes locks per key it touches (the wallet one per
+ * idempotency key, achievements one per user), and the lock table is shared by all sessions and
+ * bounded (max_locks_per_transaction × max_connections: about 12,000–16,000 locks on a default
+ * Postgres, 16,000–32,000 in PGlite), so a round of thousands of events of a tenant with several
+ * earning rules on one event type can pass it. Such a transaction is applied again in smaller parts
+ * (`startProcessor`), never dead-lettered: retried whole, it would fail the same way forever.
+ */
+export function isTooLarge(err: unknown): boolean {
+  return (err as { code?: unknown } | null)?.code === '53200';
 }
 
 /** The metric label of a thrown error: `sql_<SQLSTATE>` for database errors, else its name. */
@@ -452,12 +473,57 @@ export async function startProcessor<T>(
     }
   };
 
-  /** One batch in a transaction of its own, with the record-by-record fallback. */
+  /**
+   * Records per transaction after one was too large for the store's lock table (`isTooLarge`):
+   * half of that transaction's records; doubled again after every SIZE_PROBE_AFTER transactions
+   * that succeed, so that a passing shortage (another session holding many locks) does not shrink
+   * the rounds for good.
+   */
+  let sizeCap = Number.POSITIVE_INFINITY;
+  let sinceShrunk = 0;
+  const shrink = (records: number) => {
+    sizeCap = Math.max(1, Math.floor(records / 2));
+    sinceShrunk = 0;
+    log.warn(
+      { records, now_at_most: sizeCap },
+      'a transaction ran out of lock space (SQLSTATE 53200: raise max_locks_per_transaction to allow larger ones); applying it in smaller parts',
+    );
+  };
+  const succeeded = () => {
+    if (sizeCap === Number.POSITIVE_INFINITY || ++sinceShrunk < SIZE_PROBE_AFTER) return;
+    sinceShrunk = 0;
+    sizeCap = sizeCap * 2 >= roundCap ? Number.POSITIVE_INFINITY : sizeCap * 2;
+  };
+  /** `batch` in consecutive parts of at most `size` records (the last one ends at its nextOffset). */
+  const slices = (batch: Batch<T>, size: number): Batch<T>[] => {
+    const out: Batch<T>[] = [];
+    for (let i = 0; i < batch.records.length; i += size) {
+      const records = batch.records.slice(i, i + size);
+      const next = batch.records[i + size];
+      out.push({ ...batch, records, nextOffset: next ? next.offset : batch.nextOffset });
+    }
+    return out;
+  };
+
+  /**
+   * One batch in a transaction of its own, with the record-by-record fallback; one too large for
+   * the store's lock table is applied in parts (halves, down to single records).
+   */
   const alone = async (batch: Batch<T>): Promise<void> => {
+    if (batch.records.length > sizeCap) {
+      for (const part of slices(batch, sizeCap)) await alone(part);
+      return;
+    }
     let whole: Committed | null = null;
     try {
       whole = await commit([partOf(batch)]);
+      succeeded();
     } catch (err) {
+      if (isTooLarge(err) && batch.records.length > 1 && !fatal) {
+        shrink(batch.records.length);
+        for (const part of slices(batch, Math.ceil(batch.records.length / 2))) await alone(part);
+        return;
+      }
       if (!isRecordError(err) || fatal) throw err;
       await recordByRecord(batch, err);
     }
@@ -493,7 +559,7 @@ export async function startProcessor<T>(
   const takeRound = (): Waiting[] => {
     const round: Waiting[] = [];
     const seen = new Set<number>();
-    const cap = recordCap();
+    const cap = Math.min(recordCap(), sizeCap);
     let records = 0;
     for (let i = 0; i < waiting.length;) {
       const w = waiting[i]!;
@@ -527,12 +593,16 @@ export async function startProcessor<T>(
     try {
       if (fatal) throw new Error(`processor stopped: ${fatal}`);
       c = await commit(batches.map(partOf));
+      succeeded();
     } catch (err) {
-      if (!isRecordError(err) || fatal) {
+      const tooLarge = isTooLarge(err) && !fatal;
+      if (!tooLarge && (!isRecordError(err) || fatal)) {
         for (const w of round) w.reject(err);
         return;
       }
-      // One of the batches may hold the record at fault: each alone, then record by record.
+      // Too large: the batches in smaller transactions. Else one of them may hold the record at
+      // fault: each alone, then record by record.
+      if (tooLarge) shrink(batches.reduce((a, b) => a + b.records.length, 0));
       for (const [i, w] of round.entries()) await settle(i, () => alone(w.batch));
       return;
     }
