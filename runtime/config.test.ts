@@ -64,9 +64,9 @@ describe('loadConfig', () => {
     ).toMatchObject({ pipelineTransactions: 0, pipelineRoundRecords: 500, pipelineGatherMs: 0 });
   });
 
-  it('bounds rounds at 700 ms on PGlite and not on Postgres, and warms the pipeline up for 2 s, unless told', () => {
+  it('bounds rounds at 700 ms on PGlite and not on Postgres, and warms the pipeline up for 2 s on PGlite and 5 s on Postgres, unless told', () => {
     expect(loadConfig({})).toMatchObject({ pipelineRoundMs: 700, pipelineWarmUpMs: 2000 });
-    expect(loadConfig(distributed)).toMatchObject({ pipelineRoundMs: 0, pipelineWarmUpMs: 2000 });
+    expect(loadConfig(distributed)).toMatchObject({ pipelineRoundMs: 0, pipelineWarmUpMs: 5000 });
     expect(loadConfig({ LUDUS_PIPELINE_ROUND_MS: '0', LUDUS_PIPELINE_WARM_UP_MS: '0' })).toMatchObject({
       pipelineRoundMs: 0,
       pipelineWarmUpMs: 0,

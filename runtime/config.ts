@@ -385,7 +385,7 @@ export function loadConfig(env: Env = process.env): Config {
     pipelineRoundRecords: int('LUDUS_PIPELINE_ROUND_RECORDS', 4000, 1, 100000),
     pipelineGatherMs: int('LUDUS_PIPELINE_GATHER_MS', adapters.sql === 'pglite' ? 0 : 5, 0, 1000),
     pipelineRoundMs: int('LUDUS_PIPELINE_ROUND_MS', adapters.sql === 'pglite' ? 700 : 0, 0, 600_000),
-    pipelineWarmUpMs: int('LUDUS_PIPELINE_WARM_UP_MS', 2000, 0, 600_000),
+    pipelineWarmUpMs: int('LUDUS_PIPELINE_WARM_UP_MS', adapters.sql === 'pglite' ? 2000 : 5000, 0, 600_000),
     fileLog: {
       segmentBytes: int('LUDUS_EVENT_LOG_SEGMENT_MB', 64, 1, 1024) * 1024 * 1024,
       retentionMs: int('LUDUS_EVENT_LOG_RETENTION_HOURS', 720, 1, 24 * 365 * 10) * 3600 * 1000,
