@@ -34,6 +34,13 @@ describe('bench compare', () => {
     );
   });
 
+  it('reads a rate per CPU-second as a rate: a rise is no regression, a fall is', () => {
+    const before = run([row('up', 'req/CPU-s', 6000), row('down', 'req/CPU-s', 6000)]);
+    const after = run([row('up', 'req/CPU-s', 14000), row('down', 'req/CPU-s', 3000)]);
+    const regressed = compare(before, after, 0.3).filter((c) => c.regressed);
+    expect(regressed.map((c) => c.figure)).toEqual(['w · embedded · down']);
+  });
+
   it('compares only figures both runs hold, and says which are missing', () => {
     const before = run([row('a', 'events/s', 1), row('gone', 'events/s', 1)]);
     const after = run([row('a', 'events/s', 1), row('new', 'events/s', 1)]);

@@ -2,7 +2,7 @@
  * Compares a benchmark run with committed results of the same profile: every figure of the
  * summary that both hold, its change, and whether it regressed by more than the tolerance.
  *
- * Which way is worse: a rate (unit ending in `/s`) and a same-run ratio are worse when lower;
+ * Which way is worse: a rate (unit ending in `/s`, or `/CPU-s` per CPU-second) and a same-run ratio are worse when lower;
  * latencies (p50, p99) and sizes are worse when higher. The same-run ratio is the figure least
  * moved by the machine (its baseline ran beside it), so a drop there is the clearest signal.
  */
@@ -41,7 +41,7 @@ export interface Change {
 }
 
 const higherIsBetter = (measure: Change['measure'], unit: string) =>
-  measure === 'ratio' || (measure === 'value' && unit.endsWith('/s'));
+  measure === 'ratio' || (measure === 'value' && /\/(s|CPU-s)$/.test(unit));
 
 /** Every figure both runs hold, compared; a figure only one run holds is left out (listed by `unmatched`). */
 export function compare(before: Results, after: Results, tolerance: number): Change[] {
