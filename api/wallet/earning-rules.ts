@@ -1,6 +1,7 @@
 /** Admin routes of earning rules (wallet): create, list, get, update, delete. */
 import {
   createRule,
+  RuleLimitError,
   deleteRule,
   getRule,
   listRules,
@@ -19,32 +20,39 @@ export function earningRuleRoutes(deps: WalletAdminDeps): RouteSpec[] {
         ...common,
         method: 'POST',
         path: '/v1/wallet/earning-rules',
-        summary: 'Create an earning rule',
+        summary: 'Create an earning rule (a tenant holds at most 100)',
         response: 'earning_rule.view',
         auth: write,
         body: 'earning_rule.create',
         status: 201,
+        errors: [409],
         handler: async ({ tenant, body: b }) => {
           const err = validateRule(b);
           if (err) throw errors.validation(err);
           await checkCurrency(deps, tenant.id, b.currency_id);
-          return createRule(
-            sql,
-            tenant.id,
-            {
-              name: b.name,
-              currency_id: b.currency_id,
-              event_type: b.event_type,
-              event_filter: b.event_filter ?? null,
-              calculation: b.calculation,
-              max_per_event: b.max_per_event ?? null,
-              max_per_day: b.max_per_day ?? null,
-              max_per_week: b.max_per_week ?? null,
-              priority: b.priority ?? 0,
-              active: b.active ?? true,
-            },
-            clock.now(),
-          );
+          return sql
+            .tx((q) =>
+              createRule(
+                q,
+                tenant.id,
+                {
+                  name: b.name,
+                  currency_id: b.currency_id,
+                  event_type: b.event_type,
+                  event_filter: b.event_filter ?? null,
+                  calculation: b.calculation,
+                  max_per_event: b.max_per_event ?? null,
+                  max_per_day: b.max_per_day ?? null,
+                  max_per_week: b.max_per_week ?? null,
+                  priority: b.priority ?? 0,
+                  active: b.active ?? true,
+                },
+                clock.now(),
+              ),
+            )
+            .catch((e: unknown) => {
+              throw e instanceof RuleLimitError ? errors.conflict(e.message) : e;
+            });
         },
       }),
     ),

@@ -125,12 +125,41 @@ export function ruleAmount(c: Calculation, e: EventView): number | null {
   return compileCalculation(c)(e);
 }
 
+/**
+ * Earning rules one tenant may hold, active or not. An event is credited once per rule it matches,
+ * each credit with an idempotency key the wallet locks until the batch's commit, in a lock table
+ * every session of the store shares (about 12,000 locks on a default Postgres): without a bound, a
+ * tenant's thousands of rules on one event type made a single event need more locks than exist,
+ * and the pipeline retried it forever, holding up every tenant of its partition
+ * (processors/framework.ts `isTooLarge`).
+ */
+export const MAX_EARNING_RULES = 100;
+
+/** A create refused because the tenant holds MAX_EARNING_RULES rules already. */
+export class RuleLimitError extends Error {
+  constructor() {
+    super(
+      `A tenant holds at most ${MAX_EARNING_RULES} earning rules; delete one (or change an existing one) first`,
+    );
+  }
+}
+
+/**
+ * Creates a rule, or throws RuleLimitError. Give it a transaction: it locks the tenant's row, so
+ * that concurrent creates are counted one after the other.
+ */
 export async function createRule(
   q: Queryable,
   tenantId: string,
   b: Omit<EarningRule, 'rule_id' | 'tenant_id' | 'created_at' | 'updated_at'>,
   now: number,
 ) {
+  await q.query('SELECT id FROM tenants WHERE id = $1 FOR UPDATE', [tenantId]);
+  const held = await q.query<{ n: string | number }>(
+    'SELECT count(*) AS n FROM earning_rules WHERE tenant_id = $1',
+    [tenantId],
+  );
+  if (Number(held.rows[0]!.n) >= MAX_EARNING_RULES) throw new RuleLimitError();
   const at = new Date(now).toISOString();
   const r = await q.query<Row>(
     `INSERT INTO earning_rules (tenant_id, id, name, currency_id, event_type, event_filter, calculation, max_per_event, max_per_day, max_per_week, priority, active, created_at, updated_at)
