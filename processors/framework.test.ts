@@ -464,6 +464,41 @@ describe('consumer framework [local log on PGlite]', () => {
     expect(Math.min(...sizes)).toBeLessThanOrEqual(sizes[0]! / 2);
   });
 
+  it('dead-letters one record that alone needs more locks than the table holds, after pauses, and applies the rest', async () => {
+    const group = uniqueName('g');
+    const byType = applyByType(group);
+    const attempts: string[] = [];
+    await start(group, {
+      apply: async (q, batch) => {
+        // The record of user `huge` takes 40,000 locks (PGlite's table holds 16,000–32,000).
+        const keys = batch.fresh.flatMap((r) =>
+          Array.from({ length: r.value.user_id === 'huge' ? 40_000 : 1 }, (_, j) => r.offset * 100_000 + j),
+        );
+        if (batch.fresh.some((r) => r.value.user_id === 'huge')) attempts.push(`${batch.fresh.length}`);
+        await q.query(
+          'SELECT count(*) FROM (SELECT pg_advisory_xact_lock(k) FROM unnest($1::bigint[]) k) s',
+          [keys],
+        );
+        return byType(q, batch);
+      },
+    });
+    const records = [record('ok', 'u1'), record('ok', 'huge'), record('ok', 'u1')];
+    await append(records);
+    await drained(group);
+    const dead = await deadLetters(group);
+    expect(dead).toHaveLength(1);
+    expect(dead[0]).toMatchObject({
+      payload: { user_id: 'huge' },
+      reason: expect.stringMatching(/^sql_53200: /),
+    });
+    expect((await effects(group)).map((e) => e.event_id)).toEqual(
+      sortIds(records.filter((r) => r.user_id !== 'huge')),
+    );
+    // The record alone: once as its own batch (or half of one), then five times, with pauses, in
+    // the record-by-record fallback before it is dead-lettered.
+    expect(attempts.filter((a) => a === '1')).toHaveLength(6);
+  });
+
   it('stops the consumer when thrown records pass the dead-letter limit', async () => {
     const group = uniqueName('g');
     // A poison deployment: every record throws.

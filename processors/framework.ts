@@ -37,7 +37,8 @@
  * A transaction too large for the store's lock table (SQLSTATE 53200, `isTooLarge`) is not a store
  * outage to wait out: a round's batches are applied alone, a batch in halves (down to single
  * records), and the next transactions take at most half as many records, doubled again after a
- * hundred that succeed.
+ * hundred that succeed. A single record still too large is tried five times over about four
+ * seconds (other sessions' locks pass), then dead-lettered with the error as its reason.
  */
 import type { Batch, Consumer, EventLog, LogRecord } from '../adapters/eventlog/types';
 import type { Queryable, Sql } from '../adapters/sql/types';
@@ -80,6 +81,9 @@ const NETWORK_CODES = new Set([
 ]);
 /** Transactions that succeed at a lowered size before the size is doubled again (`isTooLarge`). */
 const SIZE_PROBE_AFTER = 100;
+/** Attempts of one record too large for the lock table, with pauses doubling from the second. */
+const TOO_LARGE_ATTEMPTS = 5;
+const TOO_LARGE_PAUSE_MS = 250;
 
 const TRANSIENT_MESSAGE =
   /connection terminated|connection (closed|ended|error|timeout)|timeout exceeded|socket hang up|pool after calling end|is closed/i;
@@ -109,7 +113,8 @@ export function isRecordError(err: unknown): boolean {
  * bounded (max_locks_per_transaction × max_connections: about 12,000–16,000 locks on a default
  * Postgres, 16,000–32,000 in PGlite), so a round of thousands of events of a tenant with several
  * earning rules on one event type can pass it. Such a transaction is applied again in smaller parts
- * (`startProcessor`), never dead-lettered: retried whole, it would fail the same way forever.
+ * (`startProcessor`): retried whole, it would fail the same way forever. Only a single record that
+ * is still too large after pauses is dead-lettered.
  */
 export function isTooLarge(err: unknown): boolean {
   return (err as { code?: unknown } | null)?.code === '53200';
@@ -454,12 +459,21 @@ export async function startProcessor<T>(
       };
       let c: Committed | null = null;
       let failure: unknown;
-      for (let attempt = 0; attempt < 2 && c === null; attempt++) {
+      for (let attempt = 1; c === null; attempt++) {
         try {
           c = await commit([part]);
         } catch (err) {
-          if (!isRecordError(err)) throw err;
           failure = err;
+          if (isTooLarge(err) && !fatal) {
+            // One record too large for the lock table: other sessions' locks may be passing, so
+            // it is tried again after pauses; one that needs more locks than the table holds is
+            // dead-lettered, instead of holding up its partition for good.
+            if (attempt >= TOO_LARGE_ATTEMPTS) break;
+            await new Promise((r) => setTimeout(r, TOO_LARGE_PAUSE_MS * 2 ** (attempt - 1)));
+            continue;
+          }
+          if (!isRecordError(err)) throw err;
+          if (attempt >= 2) break;
         }
       }
       if (c === null) {
@@ -519,12 +533,13 @@ export async function startProcessor<T>(
       whole = await commit([partOf(batch)]);
       succeeded();
     } catch (err) {
-      if (isTooLarge(err) && batch.records.length > 1 && !fatal) {
+      const tooLarge = isTooLarge(err) && !fatal;
+      if (tooLarge && batch.records.length > 1) {
         shrink(batch.records.length);
         for (const part of slices(batch, Math.ceil(batch.records.length / 2))) await alone(part);
         return;
       }
-      if (!isRecordError(err) || fatal) throw err;
+      if (!tooLarge && (!isRecordError(err) || fatal)) throw err;
       await recordByRecord(batch, err);
     }
     if (whole) await finish([batch], whole);
