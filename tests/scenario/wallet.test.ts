@@ -301,29 +301,30 @@ describe.each(SHAPES)('wallet and rewards [%s]', (shape) => {
   });
 
   it('holds at most 100 earning rules per tenant, also when creates race, and refuses the next with 409', async () => {
-    const own = await tenantWithCredentials(app);
-    const post = (body: Record<string, unknown>) =>
-      call('POST', `${app.url.admin}/v1/wallet/earning-rules?tenant_id=${own.tenant.id}`, {
-        headers: { 'x-api-key': own.key },
-        body,
-      });
-    expect(
-      (
-        await call('POST', `${app.url.admin}/v1/wallet/currencies?tenant_id=${own.tenant.id}`, {
-          headers: { 'x-api-key': own.key },
-          body: { id: 'gems', name: 'Gems', is_spendable: true, decimal_places: 0 },
-        })
-      ).status,
-    ).toBe(201);
+    /** A new tenant with a currency, and its admin POST. */
+    const withGems = async () => {
+      const t = await tenantWithCredentials(app);
+      const post = (path: string, body: unknown) =>
+        call('POST', `${app.url.admin}/v1/wallet/${path}?tenant_id=${t.tenant.id}`, {
+          headers: { 'x-api-key': t.key },
+          body,
+        });
+      const gems = { id: 'gems', name: 'Gems', is_spendable: true, decimal_places: 0 };
+      expect((await post('currencies', gems)).status).toBe(201);
+      return { ...t, post };
+    };
     const rule = (i: number) => ({
       name: `rule ${i}`,
       currency_id: 'gems',
       event_type: 'match',
       calculation: { type: 'fixed', amount: 1 },
     });
-    for (let i = 0; i < 90; i++) expect((await post(rule(i))).status).toBe(201);
+    const own = await withGems();
+    for (let i = 0; i < 90; i++) expect((await own.post('earning-rules', rule(i))).status).toBe(201);
     // Twenty creates at once for the last ten places: ten succeed, ten are refused.
-    const raced = await Promise.all(Array.from({ length: 20 }, (_, i) => post(rule(90 + i))));
+    const raced = await Promise.all(
+      Array.from({ length: 20 }, (_, i) => own.post('earning-rules', rule(90 + i))),
+    );
     expect(raced.map((r) => r.status).sort()).toEqual([...Array(10).fill(201), ...Array(10).fill(409)]);
     const refused = raced.find((r) => r.status === 409)!;
     expect(refused.body.error).toMatchObject({
@@ -335,23 +336,8 @@ describe.each(SHAPES)('wallet and rewards [%s]', (shape) => {
     });
     expect(list.body.total).toBe(100);
     // Another tenant is not counted against it.
-    const other = await tenantWithCredentials(app);
-    expect(
-      (
-        await call('POST', `${app.url.admin}/v1/wallet/currencies?tenant_id=${other.tenant.id}`, {
-          headers: { 'x-api-key': other.key },
-          body: { id: 'gems', name: 'Gems', is_spendable: true, decimal_places: 0 },
-        })
-      ).status,
-    ).toBe(201);
-    expect(
-      (
-        await call('POST', `${app.url.admin}/v1/wallet/earning-rules?tenant_id=${other.tenant.id}`, {
-          headers: { 'x-api-key': other.key },
-          body: rule(0),
-        })
-      ).status,
-    ).toBe(201);
+    const other = await withGems();
+    expect((await other.post('earning-rules', rule(0))).status).toBe(201);
   });
 
   it('credits earning rules once per event, by priority, with calculations, filters and caps in the tenant time zone', async () => {
