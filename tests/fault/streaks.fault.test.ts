@@ -135,8 +135,9 @@ describe('streak breaks survive a scheduler killed mid-batch [distributed]', () 
     const first = scheduler();
     await waitFor(
       async () =>
-        // A later batch: some batches committed before the kill.
-        (await sessionCount(sql, APP_NAME, { openLongerThanMs: 50, queryLike: '%streak%' })) > 0 &&
+        // A later batch: some batches committed before the kill. The open transaction is looked
+        // for from 5 ms on: with 50 ms, a fast machine's sweep once ended unseen (CI timed out).
+        (await sessionCount(sql, APP_NAME, { openLongerThanMs: 5, queryLike: '%streak%' })) > 0 &&
         (await left()) < USERS,
       { what: 'a sweep transaction in progress after a committed batch', timeoutMs: 60_000, intervalMs: 10 },
     );
