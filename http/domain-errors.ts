@@ -15,6 +15,7 @@ import { BackfillRefused } from '../core/achievements/backfill';
 import { WindowNotFound } from '../core/leaderboards/queries';
 import { StreakError } from '../core/streaks/definitions';
 import { TenancyError } from '../core/tenancy/store';
+import { RuleLimitError } from '../core/wallet/earning';
 import { WalletError } from '../core/wallet/wallet';
 import { StoreError } from '../core/store/errors';
 import { OrderStateError } from '../core/store/order-states';
@@ -62,6 +63,8 @@ export const MAPPINGS: readonly Mapping<Error>[] = [
       }
     },
   }),
+  // Earning rules: a create past the tenant's limit (docs/wallet.md).
+  mapping({ type: RuleLimitError, answer: (err) => errors.conflict(err.message) }),
   // The store (docs/store.md "Errors"): purchases, grants, claims, order moves.
   mapping({
     type: StoreError,

@@ -536,8 +536,7 @@ export async function startProcessor<T>(
       const tooLarge = isTooLarge(err) && !fatal;
       if (tooLarge && batch.records.length > 1) {
         shrink(batch.records.length);
-        for (const part of slices(batch, Math.ceil(batch.records.length / 2))) await alone(part);
-        return;
+        return alone(batch); // now in parts of at most half its size (above)
       }
       if (!tooLarge && (!isRecordError(err) || fatal)) throw err;
       await recordByRecord(batch, err);

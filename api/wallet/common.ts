@@ -2,7 +2,7 @@
  * What the wallet's admin route files share: the dependencies, the auth rules, the three path
  * forms SPEC.md lists for every wallet route, and the check of a currency a body names.
  */
-import type { Sql } from '../../adapters/sql/types';
+import type { Queryable, Sql } from '../../adapters/sql/types';
 import type { Clock } from '../../core/clock';
 import type { Wallet } from '../../core/wallet/wallet';
 import { scope } from '../../http/auth/scopes';
@@ -32,8 +32,13 @@ export function walletForms(spec: RouteSpec): RouteSpec[] {
 }
 
 /** A currency_id in a body must name a currency of the tenant (400 naming the field). */
-export async function checkCurrency(deps: WalletAdminDeps, tenantId: string, id: string | undefined) {
-  if (id !== undefined && !(await deps.wallet.currency(deps.sql, tenantId, id))) {
+export async function checkCurrency(
+  deps: WalletAdminDeps,
+  tenantId: string,
+  id: string | undefined,
+  q: Queryable = deps.sql,
+) {
+  if (id !== undefined && !(await deps.wallet.currency(q, tenantId, id))) {
     throw errors.validation(`body.currency_id: currency ${id} does not exist`);
   }
 }

@@ -1,7 +1,6 @@
 /** Admin routes of earning rules (wallet): create, list, get, update, delete. */
 import {
   createRule,
-  RuleLimitError,
   deleteRule,
   getRule,
   listRules,
@@ -26,33 +25,29 @@ export function earningRuleRoutes(deps: WalletAdminDeps): RouteSpec[] {
         body: 'earning_rule.create',
         status: 201,
         errors: [409],
-        handler: async ({ tenant, body: b }) => {
+        // The limit is counted under the tenant row's lock: racing creates are counted in turn.
+        transaction: true,
+        handler: async ({ tenant, body: b, q }) => {
           const err = validateRule(b);
           if (err) throw errors.validation(err);
-          await checkCurrency(deps, tenant.id, b.currency_id);
-          return sql
-            .tx((q) =>
-              createRule(
-                q,
-                tenant.id,
-                {
-                  name: b.name,
-                  currency_id: b.currency_id,
-                  event_type: b.event_type,
-                  event_filter: b.event_filter ?? null,
-                  calculation: b.calculation,
-                  max_per_event: b.max_per_event ?? null,
-                  max_per_day: b.max_per_day ?? null,
-                  max_per_week: b.max_per_week ?? null,
-                  priority: b.priority ?? 0,
-                  active: b.active ?? true,
-                },
-                clock.now(),
-              ),
-            )
-            .catch((e: unknown) => {
-              throw e instanceof RuleLimitError ? errors.conflict(e.message) : e;
-            });
+          await checkCurrency(deps, tenant.id, b.currency_id, q);
+          return createRule(
+            q,
+            tenant.id,
+            {
+              name: b.name,
+              currency_id: b.currency_id,
+              event_type: b.event_type,
+              event_filter: b.event_filter ?? null,
+              calculation: b.calculation,
+              max_per_event: b.max_per_event ?? null,
+              max_per_day: b.max_per_day ?? null,
+              max_per_week: b.max_per_week ?? null,
+              priority: b.priority ?? 0,
+              active: b.active ?? true,
+            },
+            clock.now(),
+          );
         },
       }),
     ),
