@@ -64,16 +64,7 @@ export function createListenerApp(
     const started = process.hrtime.bigint();
     const incoming = ctx.get('x-request-id');
     const requestId = /^[A-Za-z0-9._:-]{1,128}$/.test(incoming) ? incoming : randomUUID();
-    ctx.state.requestId = requestId;
-    // The request's child logger is made on first use: most requests log nothing at the
-    // configured level, and a pino child costs about as much as the rest of this middleware.
-    let log: Logger | undefined;
-    Object.defineProperty(ctx.state, 'log', {
-      get: () => (log ??= deps.log.child({ gateway: name, request_id: requestId })),
-      set: (v: Logger) => (log = v),
-      enumerable: true,
-      configurable: true,
-    });
+    ctx.state = new RequestState(requestId, deps.log, name);
     ctx.set('X-Request-Id', requestId);
     try {
       await next();
@@ -123,6 +114,30 @@ export function createListenerApp(
   app.use(router.routes());
   app.use(router.allowedMethods({ throw: false }));
   return { app, router };
+}
+
+/**
+ * A request's state: its id, and its child logger made on first use (most requests log nothing at
+ * the configured level, and a pino child costs about as much as the rest of the request's
+ * plumbing). A class, not per-request accessors: a getter defined on each request's own object
+ * gives every request object a shape of its own, which V8 keeps in old space and which turns
+ * every property access on it megamorphic (docs/performance.md, issue 19 twelfth pass).
+ */
+class RequestState implements GatewayState {
+  private child: Logger | undefined;
+  constructor(
+    readonly requestId: string,
+    private readonly base: Logger,
+    private readonly gateway: ListenerName,
+  ) {}
+
+  get log(): Logger {
+    return (this.child ??= this.base.child({ gateway: this.gateway, request_id: this.requestId }));
+  }
+
+  set log(v: Logger) {
+    this.child = v;
+  }
 }
 
 /** The one error renderer: ApiError as the envelope; anything else as 500 without internals. */

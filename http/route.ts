@@ -280,21 +280,7 @@ export function mountRoutes(
       let out: unknown;
       try {
         const request = (q: Queryable) =>
-          spec.handler({
-            body,
-            query,
-            params,
-            raw,
-            principal,
-            tenant,
-            // Read on use: the request's child logger is made on first access (http/gateway.ts).
-            get log() {
-              return ctx.state.log;
-            },
-            requestId: ctx.state.requestId,
-            ctx,
-            q,
-          });
+          spec.handler(new ChainRequest(body, query, params, raw, principal, tenant, ctx, q));
         out = spec.transaction ? await deps.sql.tx(request) : await request(deps.sql);
       } catch (err) {
         // A domain error the handler let through answers as ./domain-errors.ts maps it.
@@ -312,6 +298,33 @@ export function mountRoutes(
       } else ctx.body = out === undefined ? {} : out;
     };
     router.register(spec.path, [spec.method], [signedVariantErrors(spec), route]);
+  }
+}
+
+/**
+ * The request a handler gets. A class, so that every request has the same shape: a getter written
+ * in an object literal gives each request object a shape of its own (see http/gateway.ts
+ * `RequestState`), which cost the query gateway about a quarter of its CPU per request.
+ */
+class ChainRequest implements RouteRequest {
+  constructor(
+    readonly body: unknown,
+    readonly query: Record<string, unknown>,
+    readonly params: Record<string, string>,
+    readonly raw: Buffer,
+    readonly principal: Principal | null,
+    readonly tenant: Tenant | null,
+    readonly ctx: Koa.ParameterizedContext<GatewayState>,
+    readonly q: Queryable,
+  ) {}
+
+  /** Read on use: the request's child logger is made on first access (http/gateway.ts). */
+  get log(): Logger {
+    return this.ctx.state.log;
+  }
+
+  get requestId(): string {
+    return this.ctx.state.requestId;
   }
 }
 
