@@ -44,6 +44,7 @@
  * ioredis resends unanswered commands after a reconnect; that is safe: apply() is guarded by the
  * watermark (a resent batch returns false), remove/dropBoard/load are idempotent.
  */
+import { isAscii } from 'node:buffer';
 import { createHash, randomBytes } from 'node:crypto';
 import Redis, { type RedisOptions } from 'ioredis';
 import type {
@@ -282,11 +283,11 @@ function entriesOf(flat: string[], off: number): RankedEntry[] {
   return out;
 }
 
-/** The value of the lowercase hex digits at bytes [from, to) (at most 13 digits), or NaN. */
-function hexAt(buf: Buffer, from: number, to: number): number {
+/** The value of the lowercase hex digits at [from, to) of a latin1 view (at most 13 digits), or NaN. */
+function hexAt(bytes: string, from: number, to: number): number {
   let v = 0;
   for (let i = from; i < to; i++) {
-    const c = buf[i]!;
+    const c = bytes.charCodeAt(i);
     const d = c >= 48 && c <= 57 ? c - 48 : c >= 97 && c <= 102 ? c - 87 : -1;
     if (d < 0) return NaN;
     v = v * 16 + d;
@@ -295,30 +296,37 @@ function hexAt(buf: Buffer, from: number, to: number): number {
 }
 
 /**
- * Entries from a packed page (see PACK) starting at position `off`. The tiebreak is read from the
- * bytes as `decodeMember` reads it from the string (two 28-bit halves: the same value, bit for
- * bit), so only the member id becomes a string. Exported for the contract tests.
+ * Entries from a packed page (see PACK) starting at position `off`. The page is read as one latin1
+ * string (one character per byte, so positions are byte offsets): the separators, lengths, scores
+ * and tiebreaks are read from it without a call into the Buffer per field, and the member ids of
+ * an all-ASCII page are slices of it (a page holding other bytes decodes its ids as UTF-8). The
+ * tiebreak is read as `decodeMember` reads it from the string (two 28-bit halves: the same value,
+ * bit for bit). Exported for the contract tests.
  */
 export function unpack(packed: Buffer, off: number): RankedEntry[] {
   const out: RankedEntry[] = [];
-  const n = packed.length;
+  const bytes = packed.toString('latin1');
+  const ascii = isAscii(packed);
+  const n = bytes.length;
   let p = 0;
   while (p < n) {
-    const s = packed.indexOf(32, p);
-    const l = s < 0 ? -1 : packed.indexOf(32, s + 1);
-    const len = l < 0 ? NaN : decimalAt(packed, s + 1, l);
+    const s = bytes.indexOf(' ', p);
+    const l = s < 0 ? -1 : bytes.indexOf(' ', s + 1);
+    const len = l < 0 ? NaN : decimalAt(bytes, s + 1, l);
     const start = l + 1;
     const end = start + len;
-    if (!Number.isSafeInteger(len) || end > n || len <= TB_WIDTH || packed[start + TB_WIDTH] !== 58)
+    if (!Number.isSafeInteger(len) || end > n || len <= TB_WIDTH || bytes.charCodeAt(start + TB_WIDTH) !== 58)
       throw new Error(`malformed packed rank page at byte ${p}`);
-    const hi = hexAt(packed, start, start + 7);
-    const lo = hexAt(packed, start + 7, start + TB_WIDTH);
+    const hi = hexAt(bytes, start, start + 7);
+    const lo = hexAt(bytes, start + 7, start + TB_WIDTH);
     if (!Number.isInteger(hi) || !Number.isInteger(lo))
       throw new Error(`malformed packed rank page at byte ${p}`);
     const tb = hi * 268435456 - TB_BIAS_NUMBER + lo;
     out.push({
-      member: packed.toString('utf8', start + TB_WIDTH + 1, end),
-      score: readScore(packed.toString('latin1', p, s)),
+      member: ascii
+        ? bytes.slice(start + TB_WIDTH + 1, end)
+        : packed.toString('utf8', start + TB_WIDTH + 1, end),
+      score: readScore(bytes.slice(p, s)),
       tiebreak: tb === 0 ? 0 : tb,
       position: off + out.length,
     });
@@ -327,12 +335,12 @@ export function unpack(packed: Buffer, off: number): RankedEntry[] {
   return out;
 }
 
-/** The decimal digits at bytes [from, to) as a number (at most 15 digits), or NaN. */
-function decimalAt(buf: Buffer, from: number, to: number): number {
+/** The decimal digits at [from, to) of a latin1 view as a number (at most 15 digits), or NaN. */
+function decimalAt(bytes: string, from: number, to: number): number {
   if (to <= from || to - from > 15) return NaN;
   let v = 0;
   for (let i = from; i < to; i++) {
-    const d = buf[i]! - 48;
+    const d = bytes.charCodeAt(i) - 48;
     if (d < 0 || d > 9) return NaN;
     v = v * 10 + d;
   }
