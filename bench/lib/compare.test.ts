@@ -41,6 +41,22 @@ describe('bench compare', () => {
     expect(regressed.map((c) => c.figure)).toEqual(['w · embedded · down']);
   });
 
+  it("compares a latency measured at a rate of the run's own peak with the same latency at another rate", () => {
+    const at = (rate: string, p99: number) =>
+      row('probes visible', 'probes', 61, {
+        workload: `acceptance → visible rank at ${rate} events/s (half the peak)`,
+        p99: { median: p99 },
+      });
+    const changes = compare(run([at('6,034', 218)]), run([at('6,482', 811)]), 0.3);
+    expect(changes.filter((c) => c.regressed).map((c) => [c.measure, c.before, c.after])).toEqual([
+      ['p99', 218, 811],
+    ]);
+    expect(unmatched(run([at('6,034', 218)]), run([at('6,482', 811)]))).toEqual({
+      onlyBefore: [],
+      onlyAfter: [],
+    });
+  });
+
   it('compares only figures both runs hold, and says which are missing', () => {
     const before = run([row('a', 'events/s', 1), row('gone', 'events/s', 1)]);
     const after = run([row('a', 'events/s', 1), row('new', 'events/s', 1)]);

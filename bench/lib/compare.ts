@@ -43,13 +43,22 @@ export interface Change {
 const higherIsBetter = (measure: Change['measure'], unit: string) =>
   measure === 'ratio' || (measure === 'value' && /\/(s|CPU-s)$/.test(unit));
 
+/**
+ * The figure a row stands for, across runs: a latency measured at a rate derived from the run's own
+ * peak ("acceptance → visible rank at 6,034 events/s") is the same figure at another rate, so the
+ * rate is left out of the name; the rows show both rates' latencies side by side.
+ */
+export function figureKey(r: SummaryRow): string {
+  const workload = r.workload.replace(/\bat [\d,]+ events\/s\b/, 'at <rate> events/s');
+  return `${workload} · ${r.shape} · ${r.what}`;
+}
+
 /** Every figure both runs hold, compared; a figure only one run holds is left out (listed by `unmatched`). */
 export function compare(before: Results, after: Results, tolerance: number): Change[] {
-  const key = (r: SummaryRow) => `${r.workload} · ${r.shape} · ${r.what}`;
-  const old = new Map(before.summary.map((r) => [key(r), r]));
+  const old = new Map(before.summary.map((r) => [figureKey(r), r]));
   const out: Change[] = [];
   for (const r of after.summary) {
-    const b = old.get(key(r));
+    const b = old.get(figureKey(r));
     if (!b) continue;
     const pairs: Array<[Change['measure'], number | undefined, number | undefined]> = [
       ['value', b.value?.median, r.value?.median],
@@ -62,7 +71,7 @@ export function compare(before: Results, after: Results, tolerance: number): Cha
       const factor = y / x;
       const regressed = higherIsBetter(measure, r.unit) ? factor < 1 - tolerance : factor > 1 + tolerance;
       out.push({
-        figure: key(r),
+        figure: figureKey(r),
         measure,
         unit: measure === 'ratio' ? '' : r.unit,
         before: x,
@@ -77,9 +86,8 @@ export function compare(before: Results, after: Results, tolerance: number): Cha
 
 /** Figures of one run that the other does not hold. */
 export function unmatched(before: Results, after: Results): { onlyBefore: string[]; onlyAfter: string[] } {
-  const key = (r: SummaryRow) => `${r.workload} · ${r.shape} · ${r.what}`;
-  const a = new Set(after.summary.map(key));
-  const b = new Set(before.summary.map(key));
+  const a = new Set(after.summary.map(figureKey));
+  const b = new Set(before.summary.map(figureKey));
   return {
     onlyBefore: [...b].filter((k) => !a.has(k)),
     onlyAfter: [...a].filter((k) => !b.has(k)),
