@@ -5,6 +5,8 @@
  *   npm run bench -- --full          full profile (about 30 minutes): the figures of docs/performance.md
  *   npm run bench -- --only ingest,query [--profile] [--name NAME]
  *   npm run bench -- --only embedded --service-env LUDUS_PIPELINE_WARM_UP_MS=0   (A/B of a setting)
+ *   npm run bench -- --only embedded --latency-rate embedded=6400   (latency at a fixed rate, to
+ *                                    compare two commits at the same load; default: half the peak)
  *
  * Workloads: ingest, pipeline, query, scaling (with memory per million entries). Every figure is
  * the median of 3 runs with min and max; each workload measures its baseline in the same run.
@@ -72,12 +74,20 @@ function parseArgs(argv: string[]) {
     const i = argv.indexOf(f);
     return i >= 0 ? argv[i + 1] : undefined;
   };
-  const known = new Set(['--full', '--profile', '--only', '--name', '--service-env', '--help', '-h']);
+  const withValue = ['--only', '--name', '--service-env', '--latency-rate'];
+  const known = new Set(['--full', '--profile', '--help', '-h', ...withValue]);
   const serviceEnv: Record<string, string> = {};
+  const latencyRates: Bench['latencyRates'] = {};
   for (const [i, a] of argv.entries()) {
     if (a.startsWith('-') && !known.has(a)) throw new Error(`unknown option ${a} (see --help)`);
-    if (!a.startsWith('-') && !['--only', '--name', '--service-env'].includes(argv[i - 1] ?? ''))
+    if (!a.startsWith('-') && !withValue.includes(argv[i - 1] ?? ''))
       throw new Error(`unexpected argument ${a}`);
+    if (a === '--latency-rate') {
+      // The acceptance-to-visible runs of a shape at this rate instead of half the run's peak (repeatable).
+      const m = /^(embedded|distributed)=([1-9]\d{0,5})$/.exec(argv[i + 1] ?? '');
+      if (!m) throw new Error('--latency-rate needs embedded=N or distributed=N (events/s, 1 to 999999)');
+      latencyRates[m[1] as 'embedded' | 'distributed'] = Number(m[2]);
+    }
     if (a === '--service-env') {
       // A setting every Ludus process of the run gets, on top of the bench's own (repeatable).
       const m = /^(LUDUS_[A-Z0-9_]+)=(.*)$/.exec(argv[i + 1] ?? '');
@@ -99,6 +109,7 @@ function parseArgs(argv: string[]) {
     only,
     name: val('--name') ?? profile.name,
     serviceEnv,
+    latencyRates,
   };
 }
 
@@ -139,6 +150,7 @@ async function main(): Promise<number> {
     rootKey: `ldr_${randomBytes(32).toString('base64url')}`,
     secretKey: randomBytes(32).toString('base64'),
     peaks: {},
+    latencyRates: args.latencyRates,
   };
   let interrupted = false;
   const onSignal = (sig: string) => {
@@ -193,6 +205,7 @@ async function main(): Promise<number> {
         LUDUS_LOG_LEVEL: 'warn (no access logs)',
         rateLimits: 'off',
         overrides: args.serviceEnv,
+        latencyRates: args.latencyRates,
         loadGenerator: `wrk -t1 -c${args.profile.ingest.connections} (ingest), -c${args.profile.query.connections} (query)`,
       },
     },
@@ -212,6 +225,11 @@ async function main(): Promise<number> {
     (Object.keys(args.serviceEnv).length
       ? `Service settings of this run: ${Object.entries(args.serviceEnv)
           .map(([k, v]) => `${k}=${v}`)
+          .join(', ')}.\n\n`
+      : '') +
+    (Object.keys(args.latencyRates).length
+      ? `Latency runs at fixed rates: ${Object.entries(args.latencyRates)
+          .map(([k, v]) => `${k} ${v.toLocaleString('en-US')} events/s`)
           .join(', ')}.\n\n`
       : '') +
     `Figures: median (min–max) of ${args.profile.runs} runs.\n\n${table}\n` +

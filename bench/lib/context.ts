@@ -74,4 +74,23 @@ export interface Bench {
   secretKey: string;
   /** Median peak rates measured earlier in this run (the latency runs load at half of them). */
   peaks: Record<string, number>;
+  /** Fixed rates of the latency runs per shape (`--latency-rate`), instead of half the peak. */
+  latencyRates: Partial<Record<'embedded' | 'distributed', number>>;
+}
+
+/**
+ * The rate of a shape's acceptance-to-visible runs, and the words the figure's name gives it: half
+ * the peak measured earlier in the run (issue 19's definition), or the rate `--latency-rate` fixed.
+ */
+export function latencyRate(
+  b: Bench,
+  shape: 'embedded' | 'distributed',
+  peak: number,
+): { rate: number; label: string } {
+  const fixed = b.latencyRates[shape];
+  const rate = fixed ?? Math.max(100, Math.round(peak / 2));
+  return {
+    rate,
+    label: `acceptance → visible rank at ${rate.toLocaleString('en-US')} events/s (${fixed ? 'fixed rate' : 'half the peak'})`,
+  };
 }

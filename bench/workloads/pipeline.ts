@@ -24,7 +24,7 @@ import { PIPELINE_GROUP } from '../../processors/pipeline/pipeline';
 import { EVENTS_TOPIC, eventKey } from '../../schemas/topics';
 import { tenantToken } from '../lib/admin';
 import { runChild } from '../lib/child';
-import type { Bench } from '../lib/context';
+import { latencyRate, type Bench } from '../lib/context';
 import {
   bulkBodies,
   eventRecord,
@@ -350,7 +350,7 @@ function afterWarmUp(runs: ProbeResult[]): string {
 /** Steady load at half the peak drain rate, with probes; p50/p99 of acceptance to visible rank. */
 async function distributedLatency(b: Bench, redis: Redis): Promise<void> {
   const p = b.profile;
-  const rate = Math.max(100, Math.round((b.peaks.pipelineDistributed ?? 2000) / 2));
+  const { rate, label } = latencyRate(b, 'distributed', b.peaks.pipelineDistributed ?? 2000);
   const runs: Array<ProbeResult & { load: unknown; lagAtEnd: number }> = [];
   for (let i = 0; i < p.runs; i++) {
     const d = b.cleanup.deployment('lat');
@@ -449,7 +449,7 @@ async function distributedLatency(b: Bench, redis: Redis): Promise<void> {
   }
   b.results.record('pipeline.distributed.latency', { eventsPerS: rate, runs });
   b.results.row({
-    workload: `acceptance → visible rank at ${rate.toLocaleString('en-US')} events/s (half the peak)`,
+    workload: label,
     shape: 'distributed',
     what: 'probes visible',
     unit: 'probes',
@@ -464,7 +464,7 @@ async function distributedLatency(b: Bench, redis: Redis): Promise<void> {
     ],
     note: [
       rate < 25000
-        ? `load is half the measured peak, not half of 50,000/s; p99 < 1 s at this rate: ${figure(runs.map((r) => r.p99)).median < 1000 ? 'yes' : 'no'}`
+        ? `load is ${b.latencyRates.distributed ? 'a fixed rate (--latency-rate)' : 'half the measured peak'}, not half of 50,000/s; p99 < 1 s at this rate: ${figure(runs.map((r) => r.p99)).median < 1000 ? 'yes' : 'no'}`
         : undefined,
       afterWarmUp(runs),
     ]
@@ -725,7 +725,7 @@ export async function embedded(b: Bench): Promise<void> {
   e2eRow.targets = [{ text: '≥10,000 events/s', met: e2eRow.value.median >= 10_000 }];
 
   // Latency at half the end-to-end rate, probes read through the query gateway's rank endpoint.
-  const rate = Math.max(100, Math.round(e2eRow.value.median / 2));
+  const { rate, label } = latencyRate(b, 'embedded', e2eRow.value.median);
   const lat: ProbeResult[] = [];
   for (let i = 0; i < p.runs; i++) {
     const dir = copy('pipeline-embedded-latency');
@@ -784,7 +784,7 @@ export async function embedded(b: Bench): Promise<void> {
   }
   b.results.record('pipeline.embedded.latency', { eventsPerS: rate, runs: lat });
   b.results.row({
-    workload: `acceptance → visible rank at ${rate.toLocaleString('en-US')} events/s (half the peak)`,
+    workload: label,
     shape: 'embedded',
     what: 'probes visible',
     unit: 'probes',
