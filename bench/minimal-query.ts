@@ -3,12 +3,12 @@
  * issue 19). It does the work of `GET /v1/leaderboards/:leaderboard_id/rank/:user_id` with the
  * same libraries and nothing else: Koa + @koa/router (the HTTP stack of the gateways,
  * http/gateway.ts), jose to verify the tenant's HS256 JWT (as http/auth/authenticator.ts), one
- * `ZRANK` with ioredis on the board's sorted set, and a JSON answer. No request ids, access logs,
- * metrics, rate limits, input rules, board definitions or window lookup.
+ * `ZREVRANK` with ioredis, and a JSON answer. No request ids, access logs, metrics, rate limits,
+ * input rules, board definitions or window lookup.
  *
- * `ZRANK`, not `ZREVRANK`: the rank index stores negated scores (adapters/ranks/redis.ts), so
- * ZRANK on it is the board's ZREVRANK; the member is the encoded one the bench loaded (tiebreak 0,
- * which the bench knows; the gateway finds the encoding in the board's hash instead).
+ * The sorted set is a plain one the bench builds beside the board (member = user id, score =
+ * score): the board's own set stores encoded members (adapters/ranks/redis.ts: score, tiebreak
+ * and id) that only the board's hash can name.
  *
  * Run as its own process, like the service: `node --import tsx bench/minimal-query.ts` with
  * LUDUS_HOST, LUDUS_QUERY_PORT, MINIMAL_REDIS_URL, MINIMAL_ZSET (the sorted set's key),
@@ -19,7 +19,6 @@ import Router from '@koa/router';
 import { jwtVerify } from 'jose';
 import Koa from 'koa';
 import Redis from 'ioredis';
-import { encodeMember } from '../adapters/ranks/redis';
 
 const env = (name: string): string => {
   const v = process.env[name];
@@ -53,7 +52,7 @@ router.get('/v1/leaderboards/:leaderboard_id/rank/:user_id', async (ctx) => {
     return;
   }
   const userId = ctx.params.user_id!;
-  const rank = await redis.zrank(zset, encodeMember(0, userId));
+  const rank = await redis.zrevrank(zset, userId);
   ctx.body = {
     leaderboard_id: ctx.params.leaderboard_id,
     user_id: userId,

@@ -3,27 +3,39 @@
  *
  * Keys (all under the configured prefix P; the board's keys share the hash tag `{board}`, so
  * they live on one cluster slot):
- *   P{<board>}:z                 sorted set: stored score = -score, member = encoded entry
- *   P{<board>}:h                 hash: member id -> encoded entry (to find the old one on update)
+ *   P{<board>}:z2                sorted set: stored score = -score, member = encoded entry
+ *   P{<board>}:h2                hash: member id -> encoded entry (to find the old one on update)
  *   P{<board>}:load:<id>:z|h     staging keys of a running load(), with a TTL (see load())
- *   Pwm:<partition>:<stream>     watermark: next offset applied for (stream, partition)
+ *   Pwm2:<partition>:<stream>    watermark: next offset applied for (stream, partition)
+ *
+ * Layout 2 (the "2" in the key names) carries the score inside the member. Layout 1 (`:z`, `:h`,
+ * `wm:`, the member without the score) is not read: a deployment upgraded from it finds no
+ * watermark, and processors/pipeline/rank-sync.ts rebuilds each partition from SQL when the
+ * partition is assigned (queries answer from the rebuilt boards as they fill). The layout-1 keys
+ * are then garbage; docs/operations.md says how to delete them.
  *
  * Order and encoding. Redis orders a sorted set by (score asc, member bytes asc). The board
  * order is (score desc, tiebreak asc, member asc by bytes). Instead of reading with ZREVRANGE,
  * which would reverse the member bytes too (and then need inverted bytes plus a terminator that
  * cannot exist for every member), the index stores the negated score and reads with ZRANGE /
  * ZRANK, which keep the member bytes ascending. Negating a double is exact, so no two scores
- * collide and every score reads back bit for bit (integers up to 2^53 stay exact; scores never
- * pass through Lua numbers, which would print them with 14 digits). The encoded member is
+ * collide. The encoded member is
  *
- *     hex14(tiebreak + 2^53) ":" member-id
+ *     hex16(score) hex14(tiebreak + 2^53) ":" member-id
  *
- * a fixed-width, zero-padded, lowercase hex of the biased tiebreak (|tiebreak| <= 2^53 - 1, so
- * the biased value is in [1, 2^54 - 1], 14 hex digits). Fixed width and '0'-'9' < 'a'-'f' in
- * ASCII make byte order equal numeric order on the first 14 bytes; when tiebreaks are equal the
- * first 15 bytes are equal and the rest is the member id's UTF-8 bytes, compared by memcmp with
- * a shorter prefix first: exactly "member asc by bytes". Decoding cuts at the fixed width, so a
- * member id may contain ':' or anything else (NUL included); see ./validate.ts for the rules.
+ * hex16(score) is the 64 bits of the score as a double (big-endian, lowercase hex; -0 is stored
+ * as 0), so the score reads back bit for bit without Redis formatting it: a page is read with
+ * ZRANGE without WITHSCORES. Redis 7.0 prints each score of a reply with snprintf("%.17g") (twice
+ * in RESP2), and a Lua script then holds it as one more string: on a 1M board that was 40 % of an
+ * around-user page's time in Redis (docs/performance.md, issue 19, thirteenth pass). The price is
+ * on writes: a score change changes the member, so it is ZREM + ZADD + HSET instead of one ZADD.
+ * Members with equal stored scores have equal first 16 bytes, so the prefix never changes the
+ * order. hex14 is a fixed-width, zero-padded, lowercase hex of the biased tiebreak (|tiebreak| <=
+ * 2^53 - 1, so the biased value is in [1, 2^54 - 1], 14 hex digits). Fixed width and '0'-'9' <
+ * 'a'-'f' in ASCII make byte order equal numeric order on those 14 bytes; when tiebreaks are equal
+ * the first 31 bytes are equal and the rest is the member id's UTF-8 bytes, compared by memcmp
+ * with a shorter prefix first: exactly "member asc by bytes". Decoding cuts at the fixed width,
+ * so a member id may contain ':' or anything else (NUL included); see ./validate.ts for the rules.
  *
  * Writes are Lua scripts (EVALSHA, falling back to EVAL when the script is not cached). apply()
  * is ONE script: it checks the watermark, applies every update and moves the watermark, so it is
@@ -83,37 +95,67 @@ export interface RedisRankIndexOptions {
   loadTtlSeconds?: number;
 }
 
+const SCORE_WIDTH = 16;
 const TB_WIDTH = 14;
+/** Bytes before the member id: hex16(score), hex14(tiebreak), ':'. */
+const PREFIX = SCORE_WIDTH + TB_WIDTH + 1;
 const TB_BIAS = 2n ** 53n;
 const TB_BIAS_NUMBER = 2 ** 53;
+const bits = new DataView(new ArrayBuffer(8));
+
+const hex8 = (n: number) => n.toString(16).padStart(8, '0');
 
 /** The sortable member string: see the file comment. Exported for the contract tests. */
-export function encodeMember(tiebreak: number, member: string): string {
-  return (BigInt(tiebreak) + TB_BIAS).toString(16).padStart(TB_WIDTH, '0') + ':' + member;
+export function encodeMember(score: number, tiebreak: number, member: string): string {
+  bits.setFloat64(0, score === 0 ? 0 : score);
+  return (
+    hex8(bits.getUint32(0)) +
+    hex8(bits.getUint32(4)) +
+    (BigInt(tiebreak) + TB_BIAS).toString(16).padStart(TB_WIDTH, '0') +
+    ':' +
+    member
+  );
 }
 
-export function decodeMember(enc: string): { tiebreak: number; member: string } {
-  if (enc.length <= TB_WIDTH || enc[TB_WIDTH] !== ':')
-    throw new Error(`malformed rank member: ${JSON.stringify(enc)}`);
-  // Two 28-bit halves instead of a BigInt (pages decode a member per entry): hi * 2^28 and 2^53
-  // are multiples of 2^28 below 2^54, so their difference is exact, and adding lo stays within
-  // the safe range: the same value as BigInt(hex) - 2^53, bit for bit.
-  const hi = Number('0x' + enc.slice(0, 7));
-  const lo = Number('0x' + enc.slice(7, TB_WIDTH));
-  if (!Number.isInteger(hi) || !Number.isInteger(lo))
-    throw new Error(`malformed rank member: ${JSON.stringify(enc)}`);
+/** The score of an encoded member read from a latin1 (or ASCII) view at `at`, or NaN. */
+function scoreAt(bytes: string, at: number): number {
+  const hi = hexAt(bytes, at, at + 8);
+  const lo = hexAt(bytes, at + 8, at + SCORE_WIDTH);
+  if (Number.isNaN(hi) || Number.isNaN(lo)) return NaN;
+  bits.setUint32(0, hi);
+  bits.setUint32(4, lo);
+  const score = bits.getFloat64(0);
+  return Number.isFinite(score) ? score : NaN;
+}
+
+/** hex14 of a tiebreak of 0, most boards' only tiebreak (a string compare instead of parsing). */
+const TB_ZERO = (2 ** 53).toString(16).padStart(TB_WIDTH, '0');
+
+/**
+ * The tiebreak of an encoded member read at `at` (after its score), or NaN. Two 28-bit halves
+ * instead of a BigInt (pages decode a member per entry): hi * 2^28 and 2^53 are multiples of 2^28
+ * below 2^54, so their difference is exact, and adding lo stays within the safe range: the same
+ * value as BigInt(hex) - 2^53, bit for bit.
+ */
+function tiebreakAt(bytes: string, at: number): number {
+  if (bytes.startsWith(TB_ZERO, at)) return 0;
+  const hi = hexAt(bytes, at, at + 7);
+  const lo = hexAt(bytes, at + 7, at + TB_WIDTH);
   const tb = hi * 268435456 - TB_BIAS_NUMBER + lo;
-  return { tiebreak: tb === 0 ? 0 : tb, member: enc.slice(TB_WIDTH + 1) };
+  return tb === 0 ? 0 : tb;
 }
 
-/** The stored score is the negated score; read back exactly and fold -0 into 0. */
+export function decodeMember(enc: string): { score: number; tiebreak: number; member: string } {
+  const score = enc.length >= PREFIX && enc.charCodeAt(PREFIX - 1) === 58 ? scoreAt(enc, 0) : NaN;
+  const tiebreak = tiebreakAt(enc, SCORE_WIDTH);
+  if (Number.isNaN(score) || Number.isNaN(tiebreak))
+    throw new Error(`malformed rank member: ${JSON.stringify(enc)}`);
+  return { score: score === 0 ? 0 : score, tiebreak, member: enc.slice(PREFIX) };
+}
+
+/** The stored score is the negated score (ZADD's argument; exact). */
 function storedScore(score: number): string {
   return String(-score);
-}
-function readScore(stored: string | number): number {
-  const v = -Number(stored);
-  if (!Number.isFinite(v)) throw new Error(`malformed rank score: ${String(stored)}`);
-  return v === 0 ? 0 : v;
 }
 
 /** ioredis' `<command>Buffer` forms (replies as Buffers, not strings), which its typings leave out. */
@@ -218,70 +260,60 @@ end
 return 1
 `);
 
-/** KEYS = zset, hash; ARGV[1] = member id. Returns {encoded, rank, stored score} or nil. */
+/** KEYS = zset, hash; ARGV[1] = member id. Returns {encoded, rank} or nil. */
 const GET = new LuaScript(`
 local enc = redis.call('HGET', KEYS[2], ARGV[1])
 if not enc then return false end
 local rank = redis.call('ZRANK', KEYS[1], enc)
-local score = redis.call('ZSCORE', KEYS[1], enc)
-if not rank or not score then return redis.error_reply('rank index out of sync for a member') end
-return {enc, rank, score}
-`);
-
-/** KEYS = zset; ARGV = start, stop. Flat {encoded, stored score, ...} whatever the client's RESP. */
-const RANGE = new LuaScript(`
-return redis.call('ZRANGE', KEYS[1], ARGV[1], ARGV[2], 'WITHSCORES')
+if not rank then return redis.error_reply('rank index out of sync for a member') end
+return {enc, rank}
 `);
 
 /**
- * Pages leave Redis packed: ONE string holding, per entry in board order, `<stored score> <byte
- * length of the encoded member> <encoded member>`, back to back, instead of two strings per entry.
- * Decoding a reply of 200 strings was most of the client's cost of a top page (ioredis' reply
- * decoder and a string per element); one string of a few KB is one allocation, and `unpack` reads
- * it at about a third of the cost. The byte length lets a member id hold any byte (space, NUL).
+ * Pages leave Redis packed: ONE string holding, per entry in board order, two bytes of the encoded
+ * member's byte length (big-endian; a member id has at most 512 bytes) and the encoded member,
+ * back to back, instead of one string per entry. Decoding a reply of 200 strings was most of the
+ * client's cost of a top page (ioredis' reply decoder and a string per element); one string of a
+ * few KB is one allocation, and `unpack` reads it at about a third of the cost. The length lets a
+ * member id hold any byte (space, NUL); two bytes from string.char instead of decimal digits spare
+ * the script Lua's number formatting (an snprintf per entry).
  */
 const PACK = `
-local function pack(flat)
+local char, floor = string.char, math.floor
+local function pack(members)
   local parts = {}
-  for i = 1, #flat, 2 do parts[#parts + 1] = flat[i + 1] .. ' ' .. #flat[i] .. ' ' .. flat[i] end
+  for i = 1, #members do
+    local n = #members[i]
+    parts[2 * i - 1] = char(floor(n / 256), n % 256)
+    parts[2 * i] = members[i]
+  end
   return table.concat(parts)
 end
 `;
 
 /** KEYS = zset; ARGV = start, stop. {ZCARD, packed page}: one state. */
 const PAGE = new LuaScript(`${PACK}
-return {redis.call('ZCARD', KEYS[1]), pack(redis.call('ZRANGE', KEYS[1], ARGV[1], ARGV[2], 'WITHSCORES'))}
+return {redis.call('ZCARD', KEYS[1]), pack(redis.call('ZRANGE', KEYS[1], ARGV[1], ARGV[2]))}
 `);
 
 /**
- * KEYS = zset, hash; ARGV = member id, limit (>= 1). {ZCARD, offset, {encoded, rank, stored score}
- * or {}, packed page}: the page centred on the member (RankIndex.around), the top when absent.
+ * KEYS = zset, hash; ARGV = member id, limit (>= 1). {ZCARD, offset, rank or -1, packed page}:
+ * the page centred on the member (RankIndex.around), the top when absent. The member's own entry
+ * is in the page (rank - offset is in [0, limit)), so it is not sent twice.
  */
 const AROUND = new LuaScript(`${PACK}
 local total = redis.call('ZCARD', KEYS[1])
 local lim = tonumber(ARGV[2])
 local enc = redis.call('HGET', KEYS[2], ARGV[1])
-local me = {}
+local rank = -1
 local off = 0
 if enc then
-  local rank = redis.call('ZRANK', KEYS[1], enc)
-  local score = redis.call('ZSCORE', KEYS[1], enc)
-  if not rank or not score then return redis.error_reply('rank index out of sync for a member') end
-  me = {enc, rank, score}
-  off = math.max(0, math.min(rank - math.floor(lim / 2), total - lim))
+  rank = redis.call('ZRANK', KEYS[1], enc)
+  if not rank then return redis.error_reply('rank index out of sync for a member') end
+  off = math.max(0, math.min(rank - floor(lim / 2), total - lim))
 end
-return {total, off, me, pack(redis.call('ZRANGE', KEYS[1], off, off + lim - 1, 'WITHSCORES'))}
+return {total, off, rank, pack(redis.call('ZRANGE', KEYS[1], off, off + lim - 1))}
 `);
-
-/** Entries from a flat ZRANGE ... WITHSCORES reply starting at position `off`. */
-function entriesOf(flat: string[], off: number): RankedEntry[] {
-  const out: RankedEntry[] = [];
-  for (let i = 0; i < flat.length; i += 2) {
-    const { tiebreak, member } = decodeMember(flat[i]!);
-    out.push({ member, score: readScore(flat[i + 1]!), tiebreak, position: off + i / 2 });
-  }
-  return out;
-}
 
 /** The value of the lowercase hex digits at [from, to) of a latin1 view (at most 13 digits), or NaN. */
 function hexAt(bytes: string, from: number, to: number): number {
@@ -297,11 +329,10 @@ function hexAt(bytes: string, from: number, to: number): number {
 
 /**
  * Entries from a packed page (see PACK) starting at position `off`. The page is read as one latin1
- * string (one character per byte, so positions are byte offsets): the separators, lengths, scores
- * and tiebreaks are read from it without a call into the Buffer per field, and the member ids of
- * an all-ASCII page are slices of it (a page holding other bytes decodes its ids as UTF-8). The
- * tiebreak is read as `decodeMember` reads it from the string (two 28-bit halves: the same value,
- * bit for bit). Exported for the contract tests.
+ * string (one character per byte, so positions are byte offsets): the lengths, scores and
+ * tiebreaks are read from it without a call into the Buffer per field, and the member ids of an
+ * all-ASCII page are slices of it (a page holding other bytes decodes its ids as UTF-8).
+ * Exported for the contract tests.
  */
 export function unpack(packed: Buffer, off: number): RankedEntry[] {
   const out: RankedEntry[] = [];
@@ -310,41 +341,23 @@ export function unpack(packed: Buffer, off: number): RankedEntry[] {
   const n = bytes.length;
   let p = 0;
   while (p < n) {
-    const s = bytes.indexOf(' ', p);
-    const l = s < 0 ? -1 : bytes.indexOf(' ', s + 1);
-    const len = l < 0 ? NaN : decimalAt(bytes, s + 1, l);
-    const start = l + 1;
-    const end = start + len;
-    if (!Number.isSafeInteger(len) || end > n || len <= TB_WIDTH || bytes.charCodeAt(start + TB_WIDTH) !== 58)
+    const start = p + 2;
+    const end = start + bytes.charCodeAt(p) * 256 + bytes.charCodeAt(p + 1);
+    const framed =
+      start <= n && end <= n && end - start >= PREFIX && bytes.charCodeAt(start + PREFIX - 1) === 58;
+    const score = framed ? scoreAt(bytes, start) : NaN;
+    const tiebreak = framed ? tiebreakAt(bytes, start + SCORE_WIDTH) : NaN;
+    if (Number.isNaN(score) || Number.isNaN(tiebreak))
       throw new Error(`malformed packed rank page at byte ${p}`);
-    const hi = hexAt(bytes, start, start + 7);
-    const lo = hexAt(bytes, start + 7, start + TB_WIDTH);
-    if (!Number.isInteger(hi) || !Number.isInteger(lo))
-      throw new Error(`malformed packed rank page at byte ${p}`);
-    const tb = hi * 268435456 - TB_BIAS_NUMBER + lo;
     out.push({
-      member: ascii
-        ? bytes.slice(start + TB_WIDTH + 1, end)
-        : packed.toString('utf8', start + TB_WIDTH + 1, end),
-      score: readScore(bytes.slice(p, s)),
-      tiebreak: tb === 0 ? 0 : tb,
+      member: ascii ? bytes.slice(start + PREFIX, end) : packed.toString('utf8', start + PREFIX, end),
+      score: score === 0 ? 0 : score,
+      tiebreak,
       position: off + out.length,
     });
     p = end;
   }
   return out;
-}
-
-/** The decimal digits at [from, to) of a latin1 view as a number (at most 15 digits), or NaN. */
-function decimalAt(bytes: string, from: number, to: number): number {
-  if (to <= from || to - from > 15) return NaN;
-  let v = 0;
-  for (let i = from; i < to; i++) {
-    const d = bytes.charCodeAt(i) - 48;
-    if (d < 0 || d > 9) return NaN;
-    v = v * 10 + d;
-  }
-  return v;
 }
 
 export class RedisRankIndex implements RankIndex {
@@ -384,13 +397,13 @@ export class RedisRankIndex implements RankIndex {
   }
 
   private zKey(board: string): string {
-    return `${this.prefix}{${board}}:z`;
+    return `${this.prefix}{${board}}:z2`;
   }
   private hKey(board: string): string {
-    return `${this.prefix}{${board}}:h`;
+    return `${this.prefix}{${board}}:h2`;
   }
   private wmKey(stream: string, partition: number): string {
-    return `${this.prefix}wm:${partition}:${stream}`;
+    return `${this.prefix}wm2:${partition}:${stream}`;
   }
 
   async apply(updates: RankUpdate[], wm: Watermark): Promise<boolean> {
@@ -416,7 +429,7 @@ export class RedisRankIndex implements RankIndex {
         boardIndex.set(u.board, k);
         keys.push(this.zKey(u.board), this.hKey(u.board));
       }
-      args.push(String(k), u.member, storedScore(u.score), encodeMember(u.tiebreak, u.member));
+      args.push(String(k), u.member, storedScore(u.score), encodeMember(u.score, u.tiebreak, u.member));
     }
     const r = Number(await APPLY.run(this.redis, keys, args));
     return r === 1 ? 'applied' : r === 2 ? 'lost' : 'replay';
@@ -430,23 +443,14 @@ export class RedisRankIndex implements RankIndex {
   async get(board: string, member: string): Promise<RankedEntry | null> {
     const b = checkBoard(board);
     const m = checkMember(member);
-    const r = (await GET.run(this.redis, [this.zKey(b), this.hKey(b)], [m])) as
-      [string, number, string] | null;
+    const r = (await GET.run(this.redis, [this.zKey(b), this.hKey(b)], [m])) as [string, number] | null;
     if (!r) return null;
-    const { tiebreak } = decodeMember(r[0]);
-    return { member: m, score: readScore(r[2]), tiebreak, position: Number(r[1]) };
+    const { score, tiebreak } = decodeMember(r[0]);
+    return { member: m, score, tiebreak, position: Number(r[1]) };
   }
 
   async range(board: string, offset: number, limit: number): Promise<RankedEntry[]> {
-    const b = checkBoard(board);
-    const [off, lim] = checkPage(offset, limit);
-    if (lim === 0) return [];
-    const flat = (await RANGE.run(
-      this.redis,
-      [this.zKey(b)],
-      [String(off), String(off + lim - 1)],
-    )) as string[];
-    return entriesOf(flat, off);
+    return (await this.page(board, offset, limit)).entries;
   }
 
   async count(board: string): Promise<number> {
@@ -473,22 +477,19 @@ export class RedisRankIndex implements RankIndex {
       const [me, total] = [await this.get(b, m), await this.count(b)];
       return { me, entries: [], total, offset: 0 };
     }
-    const [total, off, mine, packed] = (await AROUND.runBuffers(
+    const [total, off, rank, packed] = (await AROUND.runBuffers(
       this.redis,
       [this.zKey(b), this.hKey(b)],
       [m, String(lim)],
-    )) as [number, number, [Buffer, number, Buffer] | [], Buffer];
+    )) as [number, number, number, Buffer];
     const offset = Number(off);
-    const me =
-      mine.length === 3
-        ? {
-            member: m,
-            score: readScore(mine[2].toString('latin1')),
-            tiebreak: decodeMember(mine[0].toString('utf8')).tiebreak,
-            position: Number(mine[1]),
-          }
-        : null;
-    return { me, entries: unpack(packed, offset), total: Number(total), offset };
+    const entries = unpack(packed, offset);
+    let me: RankedEntry | null = null;
+    if (Number(rank) >= 0) {
+      me = entries[Number(rank) - offset] ?? null;
+      if (me?.member !== m) throw new Error('rank index out of sync for a member');
+    }
+    return { me, entries, total: Number(total), offset };
   }
 
   async countAbove(board: string, score: number): Promise<number> {
@@ -527,7 +528,7 @@ export class RedisRankIndex implements RankIndex {
       for (let i = 0; i < es.length; i += this.loadChunk) {
         const args: string[] = [String(this.loadTtl)];
         for (const e of es.slice(i, i + this.loadChunk))
-          args.push(e.member, storedScore(e.score), encodeMember(e.tiebreak, e.member));
+          args.push(e.member, storedScore(e.score), encodeMember(e.score, e.tiebreak, e.member));
         await STAGE.run(this.redis, [sz, sh], args);
       }
       await SWAP.run(this.redis, [this.zKey(b), this.hKey(b), sz, sh], []);

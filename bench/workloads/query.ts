@@ -1,9 +1,9 @@
 /**
  * Workload 3, query: rank lookups, around-user pages and top pages through the query gateway
  * (wrk, random users) on boards of 10k and 1M users. Baseline in the same run, interleaved run
- * by run: redis-benchmark on the same sorted set. The rank index stores negated scores and reads
- * with ZRANK/ZRANGE (adapters/ranks/redis.ts), so ZRANK is the equivalent of issue 7's ZREVRANK
- * and ZRANGE of its ZREVRANGE; ZREVRANK on the same key is recorded too, for reference.
+ * by run: redis-benchmark (ZREVRANK, ZREVRANGE) on a plain sorted set of the same users and
+ * scores (member = user id), built beside the board: the board's own set holds encoded members
+ * (adapters/ranks/redis.ts) that a random user id cannot name.
  *
  * Boards are loaded fast: Redis through RedisRankIndex.load(), with only the SQL rows the
  * endpoints need (the leaderboard definition, through the admin gateway, and its window row).
@@ -11,7 +11,7 @@
  * service rebuilds its memory index from SQL at start, as it does after any restart.
  *
  * Second baseline (issue 19), distributed: bench/minimal-query.ts, a minimal rank-lookup handler
- * with the gateway's own libraries (Koa + @koa/router, jose, ioredis: verify the JWT, one ZRANK,
+ * with the gateway's own libraries (Koa + @koa/router, jose, ioredis: verify the JWT, one ZREVRANK,
  * answer JSON), in its own process, measured with wrk with the same token and user distribution,
  * interleaved with the gateway's runs. Around-user and top pages are also shown against the
  * gateway's rank lookups of the same run (issue 19: at least 60 %).
@@ -21,7 +21,7 @@
 import { execFile } from 'node:child_process';
 import { mkdirSync, rmSync } from 'node:fs';
 import Redis from 'ioredis';
-import { encodeMember, RedisRankIndex } from '../../adapters/ranks/redis';
+import { RedisRankIndex } from '../../adapters/ranks/redis';
 import { PgliteSql } from '../../adapters/sql/pglite';
 import { PgSql } from '../../adapters/sql/pg';
 import { tenantToken } from '../lib/admin';
@@ -49,15 +49,15 @@ const BOARD_KEY = 'bench:top:all_time';
 const KINDS = {
   rank: {
     path: '/v1/leaderboards/top/rank/u@@RND@@',
-    redis: (k: string) => ['ZRANK', k, `${encodeMember(0, 'u')}__rand_int__`],
+    redis: (k: string) => ['ZREVRANK', k, 'u__rand_int__'],
   },
   around: {
     path: '/v1/leaderboards/top/user/u@@RND@@?limit=21',
-    redis: (k: string) => ['ZRANGE', k, '1000', '1020', 'WITHSCORES'],
+    redis: (k: string) => ['ZREVRANGE', k, '1000', '1020', 'WITHSCORES'],
   },
   top: {
     path: '/v1/leaderboards/top?limit=100',
-    redis: (k: string) => ['ZRANGE', k, '0', '99', 'WITHSCORES'],
+    redis: (k: string) => ['ZREVRANGE', k, '0', '99', 'WITHSCORES'],
   },
 } as const;
 type Kind = keyof typeof KINDS;
@@ -177,12 +177,20 @@ async function distributed(b: Bench, size: number): Promise<void> {
     const t = Date.now();
     await ranks.load(BOARD_KEY, entries);
     const loadS = (Date.now() - t) / 1000;
-    entries = null;
     const m1 = await settledUsedMemory(redis);
-    const z = `${d.redisPrefix}ranks:{${BOARD_KEY}}:z`;
-    const h = `${d.redisPrefix}ranks:{${BOARD_KEY}}:h`;
+    // The baselines' plain sorted set: the same users and scores, member = user id.
+    const base = `${d.redisPrefix}baseline:{${BOARD_KEY}}:z`;
+    for (let i = 0; i < entries.length; i += 10_000) {
+      const args: Array<string | number> = [];
+      for (const e of entries.slice(i, i + 10_000)) args.push(e.score, e.member);
+      await redis.zadd(base, ...args);
+    }
+    entries = null;
+    const z = `${d.redisPrefix}ranks:{${BOARD_KEY}}:z2`;
+    const h = `${d.redisPrefix}ranks:{${BOARD_KEY}}:h2`;
     const usage = async (k: string) => Number(await redis.call('MEMORY', 'USAGE', k, 'SAMPLES', '0'));
     const memory = { infoDeltaBytes: m1 - m0, zsetBytes: await usage(z), hashBytes: await usage(h), loadS };
+    if (!memory.zsetBytes) throw new Error(`query: the board's sorted set is not at ${z}`);
     b.results.record(`query.distributed.${label(size)}.memory`, memory);
     progress(
       `query: ${size.toLocaleString('en-US')} entries loaded into Redis in ${loadS.toFixed(1)} s (INFO used_memory +${Math.round(memory.infoDeltaBytes / 1048576)} MB)`,
@@ -206,7 +214,7 @@ async function distributed(b: Bench, size: number): Promise<void> {
       script: ['bench/minimal-query.ts'],
       env: {
         MINIMAL_REDIS_URL: b.stack.redisUrl,
-        MINIMAL_ZSET: z,
+        MINIMAL_ZSET: base,
         MINIMAL_JWT_SECRET: secrets.get('bench')!.jwt_secret,
         MINIMAL_TENANT: 'bench',
       },
@@ -225,17 +233,15 @@ async function distributed(b: Bench, size: number): Promise<void> {
       around: [],
       top: [],
     };
-    const zrevrank: RedisBench[] = [];
     for (let i = 0; i < p.runs; i++) {
       for (const kind of Object.keys(KINDS) as Kind[]) {
         const ludus = await wrkQuery(b, svc, token, kind, size, p.query.durationS);
-        const rb = await redisBenchmark(b, KINDS[kind].redis(z), size);
+        const rb = await redisBenchmark(b, KINDS[kind].redis(base), size);
         runs[kind]!.push({ ludus, redis: rb });
         progress(
           `query ${label(size)} ${kind} run ${i + 1}/${p.runs}: ${Math.round(ludus.rps)} req/s p50 ${ludus.latencyMs.p50.toFixed(2)} ms p99 ${ludus.latencyMs.p99.toFixed(2)} ms${ludus.errors ? ` (${ludus.errors} errors)` : ''}; redis-benchmark ${KINDS[kind].redis('')[0]} ${Math.round(rb.rps)} req/s`,
         );
       }
-      zrevrank.push(await redisBenchmark(b, ['ZREVRANK', z, `${encodeMember(0, 'u')}__rand_int__`], size));
       const mr = await wrkQuery(b, minimal, token, 'rank', size, p.query.durationS);
       minimalRuns.push(mr);
       progress(
@@ -244,7 +250,7 @@ async function distributed(b: Bench, size: number): Promise<void> {
     }
     await minimal.stop();
     minimal = null;
-    b.results.record(`query.distributed.${label(size)}`, { ...runs, zrevrank, minimal: minimalRuns });
+    b.results.record(`query.distributed.${label(size)}`, { ...runs, minimal: minimalRuns });
     if (p.profile && size === Math.max(...p.query.sizes)) {
       await svc.stop();
       svc = null;
@@ -307,7 +313,7 @@ async function distributed(b: Bench, size: number): Promise<void> {
       unit: 'req/s',
       value: rankRps,
       baseline: {
-        name: 'minimal handler (Koa + @koa/router, jose, one ZRANK with ioredis; bench/minimal-query.ts)',
+        name: 'minimal handler (Koa + @koa/router, jose, one ZREVRANK with ioredis; bench/minimal-query.ts)',
         value: figure(minimalRuns.map((r) => r.rps)),
       },
     });

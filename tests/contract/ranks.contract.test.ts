@@ -746,6 +746,15 @@ describe.each(adapters)('RankIndex contract [%s]', (name, make) => {
 });
 
 describe('RedisRankIndex: packed pages', () => {
+  /** A page as the scripts' PACK makes it: per entry two bytes of length, then the encoded member. */
+  const pack = (encoded: string[]) =>
+    Buffer.concat(
+      encoded.map((e) => {
+        const b = Buffer.from(e);
+        return Buffer.concat([Buffer.from([b.length >> 8, b.length & 255]), b]);
+      }),
+    );
+
   it('reads entries back from their byte lengths, whatever bytes a member id holds', () => {
     const es = [
       { member: 'a b', score: 7, tiebreak: 3 },
@@ -754,39 +763,45 @@ describe('RedisRankIndex: packed pages', () => {
       { member: ':', score: 2 ** 53, tiebreak: 2 ** 53 - 1 },
       { member: 'x', score: 0, tiebreak: -1 },
     ];
-    const packed = Buffer.concat(
-      es.map((e) => {
-        const enc = encodeMember(e.tiebreak, e.member);
-        return Buffer.from(`${String(-e.score)} ${Buffer.byteLength(enc)} ${enc}`);
-      }),
-    );
+    const packed = pack(es.map((e) => encodeMember(e.score, e.tiebreak, e.member)));
     expect(unpack(packed, 10)).toEqual(es.map((e, i) => ({ ...e, position: 10 + i })));
     expect(unpack(Buffer.alloc(0), 0)).toEqual([]);
   });
 
-  it('reads 10,000 random tiebreaks back exactly', () => {
+  it('reads 10,000 random tiebreaks and scores back exactly', () => {
     const r = rng(53);
     const tbs = Array.from({ length: 10_000 }, (_, i) => {
       const v = Math.floor(r() * 2 ** 26) * 2 ** 27 + Math.floor(r() * 2 ** 27);
       return i % 2 ? -v : v;
     });
-    const packed = Buffer.from(tbs.map((tb) => `-1 ${15 + 1} ${encodeMember(tb, 'm')}`).join(''));
-    expect(unpack(packed, 0).map((e) => e.tiebreak)).toEqual(tbs.map((tb) => (tb === 0 ? 0 : tb)));
+    // Scores of every magnitude and sign, fractions included (the bits go through hex, not text).
+    const scores = tbs.map((tb, i) => (i % 3 ? tb / 3 : (r() - 0.5) * 10 ** Math.floor(r() * 600 - 300)));
+    const back = unpack(pack(tbs.map((tb, i) => encodeMember(scores[i]!, tb, 'm'))), 0);
+    expect(back.map((e) => e.tiebreak)).toEqual(tbs.map((tb) => (tb === 0 ? 0 : tb)));
+    expect(back.map((e) => e.score)).toEqual(scores.map((s) => (s === 0 ? 0 : s)));
+  });
+
+  it('stores -0 as 0, so equal scores always share the member prefix that orders them', () => {
+    expect(encodeMember(-0, 5, 'm')).toBe(encodeMember(0, 5, 'm'));
+    expect(Object.is(unpack(pack([encodeMember(-0, 0, 'm')]), 0)[0]!.score, 0)).toBe(true);
   });
 
   it('refuses a malformed packed page instead of misreading it', () => {
+    const good = encodeMember(1, 0, 'a'); // 16 + 14 + ':' + 'a'
+    const framed = (body: string, len = Buffer.byteLength(body)) =>
+      Buffer.concat([Buffer.from([len >> 8, len & 255]), Buffer.from(body)]);
+    expect(unpack(framed(good), 0)).toEqual([{ member: 'a', score: 1, tiebreak: 0, position: 0 }]);
     for (const bad of [
-      '-1',
-      '-1 3',
-      '-1 5 000',
-      '-1 x 00200000000000:a',
-      '-1 -1 ab',
-      '-1 3 abc',
-      'x 16 20000000000000:a',
-      '-1 16 2000000000000g:a',
-      '-1 16 2000000000000A:a',
-      '-1 16 20000000000000;a',
+      Buffer.from([0]), // a length cut short
+      framed(good, good.length + 1), // longer than the page
+      framed(good.slice(0, 30)), // shorter than the prefix
+      framed(good.replace(':', ';')),
+      framed('g' + good.slice(1)), // not hex
+      framed(good.slice(0, 16).toUpperCase() + good.slice(16)),
+      framed('7ff0000000000000' + good.slice(16)), // an infinite score
+      framed('7ff8000000000000' + good.slice(16)), // NaN
+      Buffer.concat([framed(good), Buffer.from([0])]), // a trailing byte
     ])
-      expect(() => unpack(Buffer.from(bad), 0)).toThrow(/malformed/);
+      expect(() => unpack(bad, 0)).toThrow(/malformed/);
   });
 });
