@@ -360,11 +360,24 @@ export function unpack(packed: Buffer, off: number): RankedEntry[] {
   return out;
 }
 
+/**
+ * The key names of layout 2 under a prefix (see the file comment): the index's own, and the
+ * bench's, which watches watermarks and members without going through the index.
+ */
+export function rankKeys(prefix: string) {
+  return {
+    zset: (board: string) => `${prefix}{${board}}:z2`,
+    hash: (board: string) => `${prefix}{${board}}:h2`,
+    watermark: (stream: string, partition: number) => `${prefix}wm2:${partition}:${stream}`,
+  };
+}
+
 export class RedisRankIndex implements RankIndex {
   readonly kind = 'redis' as const;
   private readonly redis: Redis;
   private readonly owned: boolean;
   private readonly prefix: string;
+  private readonly keys: ReturnType<typeof rankKeys>;
   private readonly loadChunk: number;
   private readonly loadTtl: number;
 
@@ -375,6 +388,7 @@ export class RedisRankIndex implements RankIndex {
       );
     }
     this.prefix = opts.prefix;
+    this.keys = rankKeys(opts.prefix);
     this.loadChunk = opts.loadChunk ?? 5000;
     this.loadTtl = opts.loadTtlSeconds ?? 3600;
     if (!Number.isSafeInteger(this.loadChunk) || this.loadChunk < 1)
@@ -397,13 +411,13 @@ export class RedisRankIndex implements RankIndex {
   }
 
   private zKey(board: string): string {
-    return `${this.prefix}{${board}}:z2`;
+    return this.keys.zset(board);
   }
   private hKey(board: string): string {
-    return `${this.prefix}{${board}}:h2`;
+    return this.keys.hash(board);
   }
   private wmKey(stream: string, partition: number): string {
-    return `${this.prefix}wm2:${partition}:${stream}`;
+    return this.keys.watermark(stream, partition);
   }
 
   async apply(updates: RankUpdate[], wm: Watermark): Promise<boolean> {

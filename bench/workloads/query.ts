@@ -21,7 +21,7 @@
 import { execFile } from 'node:child_process';
 import { mkdirSync, rmSync } from 'node:fs';
 import Redis from 'ioredis';
-import { RedisRankIndex } from '../../adapters/ranks/redis';
+import { rankKeys, RedisRankIndex } from '../../adapters/ranks/redis';
 import { PgliteSql } from '../../adapters/sql/pglite';
 import { PgSql } from '../../adapters/sql/pg';
 import { tenantToken } from '../lib/admin';
@@ -186,8 +186,9 @@ async function distributed(b: Bench, size: number): Promise<void> {
       await redis.zadd(base, ...args);
     }
     entries = null;
-    const z = `${d.redisPrefix}ranks:{${BOARD_KEY}}:z2`;
-    const h = `${d.redisPrefix}ranks:{${BOARD_KEY}}:h2`;
+    const keys = rankKeys(`${d.redisPrefix}ranks:`);
+    const z = keys.zset(BOARD_KEY);
+    const h = keys.hash(BOARD_KEY);
     const usage = async (k: string) => Number(await redis.call('MEMORY', 'USAGE', k, 'SAMPLES', '0'));
     const memory = { infoDeltaBytes: m1 - m0, zsetBytes: await usage(z), hashBytes: await usage(h), loadS };
     if (!memory.zsetBytes) throw new Error(`query: the board's sorted set is not at ${z}`);
