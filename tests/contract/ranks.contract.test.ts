@@ -7,7 +7,7 @@
  */
 import Redis from 'ioredis';
 import { MemoryRankIndex } from '../../adapters/ranks/memory';
-import { encodeMember, RedisRankIndex, unpack } from '../../adapters/ranks/redis';
+import { encodeMember, rankKeys, RedisRankIndex, unpack } from '../../adapters/ranks/redis';
 import type { RankEntry, RankIndex, RankUpdate } from '../../adapters/ranks/types';
 import { stack, uniqueName } from '../support/stack';
 
@@ -803,5 +803,37 @@ describe('RedisRankIndex: packed pages', () => {
       Buffer.concat([framed(good), Buffer.from([0])]), // a trailing byte
     ])
       expect(() => unpack(bad, 0)).toThrow(/malformed/);
+  });
+});
+
+describe('RedisRankIndex: key layout 2', () => {
+  it('reads nothing of layout 1, so an upgraded deployment rebuilds from SQL', async () => {
+    const r = new Redis(stack.redisUrl);
+    const idx = new RedisRankIndex({ redis: stack.redisUrl, prefix });
+    try {
+      // What layout 1 left: a watermark, and a board whose members carry no score.
+      await r.set(`${prefix}wm:0:upgrade`, '42');
+      await r.zadd(`${prefix}{t1:up:w}:z`, '-5', `20000000000000:alice`);
+      await r.hset(`${prefix}{t1:up:w}:h`, 'alice', '20000000000000:alice');
+      // No watermark: the pipeline's rank sync treats the partition as lost and rebuilds it.
+      expect(await idx.watermark('upgrade', 0)).toBeNull();
+      expect(await idx.applyAfter([], { stream: 'upgrade', partition: 0, nextOffset: 43 })).toBe('lost');
+      expect(await idx.get('t1:up:w', 'alice')).toBeNull();
+      expect(await idx.count('t1:up:w')).toBe(0);
+      await idx.load('t1:up:w', [{ member: 'alice', score: 5, tiebreak: 0 }]);
+      expect(await idx.get('t1:up:w', 'alice')).toEqual({
+        member: 'alice',
+        score: 5,
+        tiebreak: 0,
+        position: 0,
+      });
+      // The keys are the ones rankKeys names, and a member starts with its score's 64 bits.
+      const keys = rankKeys(prefix);
+      expect(await r.zrange(keys.zset('t1:up:w'), '0', '-1')).toEqual([encodeMember(5, 0, 'alice')]);
+      expect(encodeMember(5, 0, 'alice').slice(0, 16)).toBe('4014000000000000');
+    } finally {
+      await idx.close();
+      await r.quit();
+    }
   });
 });
