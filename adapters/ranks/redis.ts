@@ -26,8 +26,8 @@
  * hex16(score) is the 64 bits of the score as a double (big-endian, lowercase hex; -0 is stored
  * as 0), so the score reads back bit for bit without Redis formatting it: a page is read with
  * ZRANGE without WITHSCORES. Redis 7.0 prints each score of a reply with snprintf("%.17g") (twice
- * in RESP2), and a Lua script then holds it as one more string: on a 1M board that was 40 % of an
- * around-user page's time in Redis (docs/performance.md, issue 19, thirteenth pass). The price is
+ * in RESP2), and a Lua script then holds it as one more string: on a 1M board that was a quarter of
+ * an around-user page's time in Redis (docs/performance.md, issue 19, thirteenth pass). The price is
  * on writes: a score change changes the member, so it is ZREM + ZADD + HSET instead of one ZADD.
  * Members with equal stored scores have equal first 16 bytes, so the prefix never changes the
  * order. hex14 is a fixed-width, zero-padded, lowercase hex of the biased tiebreak (|tiebreak| <=
