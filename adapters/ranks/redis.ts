@@ -117,7 +117,7 @@ export function encodeMember(score: number, tiebreak: number, member: string): s
   );
 }
 
-/** The score of an encoded member read from a latin1 (or ASCII) view at `at`, or NaN. */
+/** The score of an encoded member read from a latin1 (or ASCII) view at `at` (-0 as 0), or NaN. */
 function scoreAt(bytes: string, at: number): number {
   const hi = hexAt(bytes, at, at + 8);
   const lo = hexAt(bytes, at + 8, at + SCORE_WIDTH);
@@ -125,7 +125,7 @@ function scoreAt(bytes: string, at: number): number {
   bits.setUint32(0, hi);
   bits.setUint32(4, lo);
   const score = bits.getFloat64(0);
-  return Number.isFinite(score) ? score : NaN;
+  return !Number.isFinite(score) ? NaN : score === 0 ? 0 : score;
 }
 
 /** hex14 of a tiebreak of 0, most boards' only tiebreak (a string compare instead of parsing). */
@@ -150,7 +150,7 @@ export function decodeMember(enc: string): { score: number; tiebreak: number; me
   const tiebreak = tiebreakAt(enc, SCORE_WIDTH);
   if (Number.isNaN(score) || Number.isNaN(tiebreak))
     throw new Error(`malformed rank member: ${JSON.stringify(enc)}`);
-  return { score: score === 0 ? 0 : score, tiebreak, member: enc.slice(PREFIX) };
+  return { score, tiebreak, member: enc.slice(PREFIX) };
 }
 
 /** The stored score is the negated score (ZADD's argument; exact). */
@@ -351,7 +351,7 @@ export function unpack(packed: Buffer, off: number): RankedEntry[] {
       throw new Error(`malformed packed rank page at byte ${p}`);
     out.push({
       member: ascii ? bytes.slice(start + PREFIX, end) : packed.toString('utf8', start + PREFIX, end),
-      score: score === 0 ? 0 : score,
+      score,
       tiebreak,
       position: off + out.length,
     });
@@ -369,6 +369,8 @@ export function rankKeys(prefix: string) {
     zset: (board: string) => `${prefix}{${board}}:z2`,
     hash: (board: string) => `${prefix}{${board}}:h2`,
     watermark: (stream: string, partition: number) => `${prefix}wm2:${partition}:${stream}`,
+    /** A running load()'s staging keys (same slot as the board's). */
+    staging: (board: string, id: string) => `${prefix}{${board}}:load:${id}`,
   };
 }
 
@@ -376,7 +378,6 @@ export class RedisRankIndex implements RankIndex {
   readonly kind = 'redis' as const;
   private readonly redis: Redis;
   private readonly owned: boolean;
-  private readonly prefix: string;
   private readonly keys: ReturnType<typeof rankKeys>;
   private readonly loadChunk: number;
   private readonly loadTtl: number;
@@ -387,7 +388,6 @@ export class RedisRankIndex implements RankIndex {
         `RedisRankIndex: prefix must match [A-Za-z0-9_.:-]{0,64}, got ${JSON.stringify(opts.prefix)}`,
       );
     }
-    this.prefix = opts.prefix;
     this.keys = rankKeys(opts.prefix);
     this.loadChunk = opts.loadChunk ?? 5000;
     this.loadTtl = opts.loadTtlSeconds ?? 3600;
@@ -410,16 +410,6 @@ export class RedisRankIndex implements RankIndex {
     }
   }
 
-  private zKey(board: string): string {
-    return this.keys.zset(board);
-  }
-  private hKey(board: string): string {
-    return this.keys.hash(board);
-  }
-  private wmKey(stream: string, partition: number): string {
-    return this.keys.watermark(stream, partition);
-  }
-
   async apply(updates: RankUpdate[], wm: Watermark): Promise<boolean> {
     return (await this.applyScript(updates, wm, false)) === 'applied';
   }
@@ -433,7 +423,7 @@ export class RedisRankIndex implements RankIndex {
     if (!Array.isArray(updates)) throw new RankInputError('updates must be an array');
     const ups = updates.map(checkUpdate);
     const w = checkWatermark(wm);
-    const keys = [this.wmKey(w.stream, w.partition)];
+    const keys = [this.keys.watermark(w.stream, w.partition)];
     const boardIndex = new Map<string, number>();
     const args: string[] = [String(w.nextOffset), known ? '1' : '0'];
     for (const u of ups) {
@@ -441,7 +431,7 @@ export class RedisRankIndex implements RankIndex {
       if (k === undefined) {
         k = keys.length + 1; // Lua's KEYS is 1-based
         boardIndex.set(u.board, k);
-        keys.push(this.zKey(u.board), this.hKey(u.board));
+        keys.push(this.keys.zset(u.board), this.keys.hash(u.board));
       }
       args.push(String(k), u.member, storedScore(u.score), encodeMember(u.score, u.tiebreak, u.member));
     }
@@ -450,14 +440,15 @@ export class RedisRankIndex implements RankIndex {
   }
 
   async watermark(stream: string, partition: number): Promise<number | null> {
-    const v = await this.redis.get(this.wmKey(checkStream(stream), checkPartition(partition)));
+    const v = await this.redis.get(this.keys.watermark(checkStream(stream), checkPartition(partition)));
     return v === null ? null : Number(v);
   }
 
   async get(board: string, member: string): Promise<RankedEntry | null> {
     const b = checkBoard(board);
     const m = checkMember(member);
-    const r = (await GET.run(this.redis, [this.zKey(b), this.hKey(b)], [m])) as [string, number] | null;
+    const r = (await GET.run(this.redis, [this.keys.zset(b), this.keys.hash(b)], [m])) as
+      [string, number] | null;
     if (!r) return null;
     const { score, tiebreak } = decodeMember(r[0]);
     return { member: m, score, tiebreak, position: Number(r[1]) };
@@ -468,16 +459,16 @@ export class RedisRankIndex implements RankIndex {
   }
 
   async count(board: string): Promise<number> {
-    return this.redis.zcard(this.zKey(checkBoard(board)));
+    return this.redis.zcard(this.keys.zset(checkBoard(board)));
   }
 
   async page(board: string, offset: number, limit: number): Promise<RankPage> {
     const b = checkBoard(board);
     const [off, lim] = checkPage(offset, limit);
-    if (lim === 0) return { entries: [], total: await this.redis.zcard(this.zKey(b)), offset: off };
+    if (lim === 0) return { entries: [], total: await this.redis.zcard(this.keys.zset(b)), offset: off };
     const [total, packed] = (await PAGE.runBuffers(
       this.redis,
-      [this.zKey(b)],
+      [this.keys.zset(b)],
       [String(off), String(off + lim - 1)],
     )) as [number, Buffer];
     return { entries: unpack(packed, off), total: Number(total), offset: off };
@@ -493,7 +484,7 @@ export class RedisRankIndex implements RankIndex {
     }
     const [total, off, rank, packed] = (await AROUND.runBuffers(
       this.redis,
-      [this.zKey(b), this.hKey(b)],
+      [this.keys.zset(b), this.keys.hash(b)],
       [m, String(lim)],
     )) as [number, number, number, Buffer];
     const offset = Number(off);
@@ -508,20 +499,20 @@ export class RedisRankIndex implements RankIndex {
 
   async countAbove(board: string, score: number): Promise<number> {
     // Stored scores are negated: a greater score is a stored value below -score.
-    return this.redis.zcount(this.zKey(checkBoard(board)), '-inf', `(${storedScore(checkScore(score))}`);
+    return this.redis.zcount(this.keys.zset(checkBoard(board)), '-inf', `(${storedScore(checkScore(score))}`);
   }
 
   async remove(board: string, members: string[]): Promise<void> {
     const b = checkBoard(board);
     const ms = checkMembers(members);
     for (let i = 0; i < ms.length; i += this.loadChunk) {
-      await REMOVE.run(this.redis, [this.zKey(b), this.hKey(b)], ms.slice(i, i + this.loadChunk));
+      await REMOVE.run(this.redis, [this.keys.zset(b), this.keys.hash(b)], ms.slice(i, i + this.loadChunk));
     }
   }
 
   async dropBoard(board: string): Promise<void> {
     const b = checkBoard(board);
-    await this.redis.del(this.zKey(b), this.hKey(b));
+    await this.redis.del(this.keys.zset(b), this.keys.hash(b));
   }
 
   /**
@@ -535,7 +526,7 @@ export class RedisRankIndex implements RankIndex {
     const b = checkBoard(board);
     if (!Array.isArray(entries)) throw new RankInputError('entries must be an array');
     const es = entries.map(checkEntry);
-    const stage = `${this.prefix}{${b}}:load:${randomBytes(6).toString('hex')}`;
+    const stage = this.keys.staging(b, randomBytes(6).toString('hex'));
     const sz = `${stage}:z`;
     const sh = `${stage}:h`;
     try {
@@ -545,7 +536,7 @@ export class RedisRankIndex implements RankIndex {
           args.push(e.member, storedScore(e.score), encodeMember(e.score, e.tiebreak, e.member));
         await STAGE.run(this.redis, [sz, sh], args);
       }
-      await SWAP.run(this.redis, [this.zKey(b), this.hKey(b), sz, sh], []);
+      await SWAP.run(this.redis, [this.keys.zset(b), this.keys.hash(b), sz, sh], []);
     } catch (err) {
       await this.redis.del(sz, sh).catch(() => undefined);
       throw err;

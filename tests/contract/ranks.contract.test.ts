@@ -746,14 +746,11 @@ describe.each(adapters)('RankIndex contract [%s]', (name, make) => {
 });
 
 describe('RedisRankIndex: packed pages', () => {
-  /** A page as the scripts' PACK makes it: per entry two bytes of length, then the encoded member. */
-  const pack = (encoded: string[]) =>
-    Buffer.concat(
-      encoded.map((e) => {
-        const b = Buffer.from(e);
-        return Buffer.concat([Buffer.from([b.length >> 8, b.length & 255]), b]);
-      }),
-    );
+  /** One entry as the scripts' PACK frames it: two bytes of length (or `len`), then the bytes. */
+  const framed = (body: string, len = Buffer.byteLength(body)) =>
+    Buffer.concat([Buffer.from([len >> 8, len & 255]), Buffer.from(body)]);
+  /** A page as PACK makes it: the encoded members framed, back to back. */
+  const pack = (encoded: string[]) => Buffer.concat(encoded.map((e) => framed(e)));
 
   it('reads entries back from their byte lengths, whatever bytes a member id holds', () => {
     const es = [
@@ -788,8 +785,6 @@ describe('RedisRankIndex: packed pages', () => {
 
   it('refuses a malformed packed page instead of misreading it', () => {
     const good = encodeMember(1, 0, 'a'); // 16 + 14 + ':' + 'a'
-    const framed = (body: string, len = Buffer.byteLength(body)) =>
-      Buffer.concat([Buffer.from([len >> 8, len & 255]), Buffer.from(body)]);
     expect(unpack(framed(good), 0)).toEqual([{ member: 'a', score: 1, tiebreak: 0, position: 0 }]);
     for (const bad of [
       Buffer.from([0]), // a length cut short
