@@ -8,6 +8,9 @@
  * Before the framework split such rounds, the distributed pipeline retried the same round forever
  * and no event was ever credited; the embedded one got there by chance, after failed rounds, as
  * redelivered batches happened to form smaller rounds.
+ *
+ * A fault test (run alone, ops/test): the lock table is shared by every session of the Postgres, so
+ * while this test fills it, another suite's transaction (a migration, say) fails with 53200.
  */
 import { rmSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
