@@ -47,11 +47,11 @@ describe('loadConfig', () => {
     expect(loadConfig({ LUDUS_RATE_LIMIT_QUERY: 'off' }).rateLimits.query).toEqual([]);
   });
 
-  it('runs one pipeline transaction at a time on PGlite and two gathered ones on Postgres, unless told', () => {
+  it('runs one gathered pipeline transaction at a time on PGlite and two on Postgres, unless told', () => {
     expect(loadConfig({})).toMatchObject({
       pipelineTransactions: 1,
       pipelineRoundRecords: 4000,
-      pipelineGatherMs: 0,
+      pipelineGatherMs: 5,
     });
     expect(loadConfig(distributed)).toMatchObject({ pipelineTransactions: 2, pipelineGatherMs: 5 });
     expect(

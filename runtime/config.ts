@@ -84,8 +84,9 @@ export interface Config {
   pipelineRoundRecords: number;
   /**
    * How long (ms) a round may wait for a batch of every assigned partition that is not in a round
-   * in flight (processors/framework.ts). Default: 0 on PGlite (a round starts with what waits), 5
-   * on Postgres (the batches of one Kafka fetch go in one round).
+   * in flight (processors/framework.ts). Default 5 in both shapes: on Postgres the batches of one
+   * Kafka fetch go in one round; on PGlite the partitions a round released join the next round
+   * instead of waiting a round out (half the median latency; docs/performance.md, fourteenth pass).
    */
   pipelineGatherMs: number;
   /**
@@ -383,7 +384,7 @@ export function loadConfig(env: Env = process.env): Config {
     schedulerIntervalMs: int('LUDUS_SCHEDULER_INTERVAL_MS', 1000, 50, 3600000),
     pipelineTransactions: int('LUDUS_PIPELINE_TRANSACTIONS', adapters.sql === 'pglite' ? 1 : 2, 0, 1000),
     pipelineRoundRecords: int('LUDUS_PIPELINE_ROUND_RECORDS', 4000, 1, 100000),
-    pipelineGatherMs: int('LUDUS_PIPELINE_GATHER_MS', adapters.sql === 'pglite' ? 0 : 5, 0, 1000),
+    pipelineGatherMs: int('LUDUS_PIPELINE_GATHER_MS', 5, 0, 1000),
     pipelineRoundMs: int('LUDUS_PIPELINE_ROUND_MS', adapters.sql === 'pglite' ? 700 : 0, 0, 600_000),
     pipelineWarmUpMs: int('LUDUS_PIPELINE_WARM_UP_MS', adapters.sql === 'pglite' ? 2000 : 5000, 0, 600_000),
     fileLog: {
