@@ -57,6 +57,16 @@ describe('live leaderboard over WebSocket [embedded]', () => {
   it('sends the first page, pushes changes, and answers configure and request_page', async () => {
     await send('ann', 5);
     await send('bo', 3);
+    // A 202 means accepted, not yet ranked: the first page is the board as the socket opens.
+    await waitFor(
+      async () =>
+        (
+          await call('GET', `${app.url.query}/v1/leaderboards/live`, {
+            headers: { authorization: `Bearer ${token}` },
+          })
+        ).body.total_entries === 2,
+      { what: 'both scores ranked' },
+    );
     const { ws, messages } = open('/v1/leaderboards/live/ws');
     try {
       await waitFor(() => messages.some((m) => m.type === 'page' && m.total_entries === 2), {
