@@ -47,6 +47,7 @@ import type { Topic } from '../schemas/topics';
 import type { Logger } from '../shared/logger';
 import type { Metrics } from '../shared/metrics';
 import { readOffsets } from './offsets';
+import { RoundBudget } from './round-budget';
 
 export type Outcome =
   | { kind: 'ok' }
@@ -235,7 +236,8 @@ export interface FrameworkOptions {
   /**
    * With a limit: how long (ms) a round should hold the store at most (default 0: no bound but
    * `maxRoundRecords`). A round then takes batches only up to this time's worth of records at the
-   * time per record of the rounds before it (a moving average; the first batch whatever its size).
+   * time per record the rounds before it taught (processors/round-budget.ts; the first batch
+   * whatever its size).
    * The embedded shape uses it: its gateways' store reads wait for the round running on the one
    * session, and a round of 4,000 records took 1.3 s on a slow machine (docs/performance.md, tenth
    * pass).
@@ -553,14 +555,7 @@ export async function startProcessor<T>(
   }
   const limit = opts.transactions ?? Number.POSITIVE_INFINITY;
   const roundCap = opts.maxRoundRecords ?? 4 * (p.maxBatchSize ?? 500);
-  const maxRoundMs = Number.isFinite(limit) ? (opts.maxRoundMs ?? 0) : 0;
-  /** Milliseconds per record of the recent rounds (0 until a round has been timed). */
-  let msPerRecord = 0;
-  /** The records the next round may take: `roundCap`, or fewer to keep within `maxRoundMs`. */
-  const recordCap = () =>
-    maxRoundMs > 0 && msPerRecord > 0
-      ? Math.min(roundCap, Math.max(1, Math.floor(maxRoundMs / msPerRecord)))
-      : roundCap;
+  const budget = new RoundBudget(Number.isFinite(limit) ? (opts.maxRoundMs ?? 0) : 0, roundCap);
   const waiting: Waiting[] = [];
   let inFlight = 0;
   const gatherMs = Number.isFinite(limit) ? (opts.gatherMs ?? 0) : 0;
@@ -573,7 +568,7 @@ export async function startProcessor<T>(
   const takeRound = (): Waiting[] => {
     const round: Waiting[] = [];
     const seen = new Set<number>();
-    const cap = Math.min(recordCap(), sizeCap);
+    const cap = Math.min(budget.cap(), sizeCap);
     let records = 0;
     for (let i = 0; i < waiting.length;) {
       const w = waiting[i]!;
@@ -655,8 +650,7 @@ export async function startProcessor<T>(
       const started = performance.now();
       const records = round.reduce((a, w) => a + w.batch.records.length, 0);
       void runRound(round).finally(() => {
-        const perRecord = (performance.now() - started) / Math.max(1, records);
-        msPerRecord = msPerRecord === 0 ? perRecord : 0.7 * msPerRecord + 0.3 * perRecord;
+        budget.timed(performance.now() - started, records);
         inFlight--;
         for (const w of round) busy.delete(w.batch.partition);
         releasedAt = Date.now();

@@ -91,7 +91,7 @@ export interface Config {
   pipelineGatherMs: number;
   /**
    * How long (ms) a pipeline round should hold the store at most, from the time per record of the
-   * rounds before it (processors/framework.ts). Default: 700 on PGlite (the gateways' store reads
+   * rounds before it (processors/round-budget.ts). Default: 700 on PGlite (the gateways' store reads
    * wait for the running round; their caches renew an entry from a quarter of its 1-s TTL, so a
    * round of 700 ms leaves the renewal time to finish), 0 (no bound) on Postgres.
    */
