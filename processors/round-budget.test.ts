@@ -66,18 +66,24 @@ describe('RoundBudget', () => {
     expect(rounds.length).toBeLessThanOrEqual(7);
   });
 
-  it('shrinks the rounds again when records get slower, until a round fits the bound', () => {
+  it('shrinks the next round at once after a round that overran the bound', () => {
     const b = new RoundBudget(700, 2000);
     burstAfterQuiet(b, 1, 4000);
     const big = b.cap();
-    // Records now cost 2 ms each: rounds overrun, and the long rounds teach it within a few.
-    const rounds: number[] = [];
-    for (let i = 0; i < 8; i++) {
-      const n = b.cap();
-      b.timed(20 + 2 * n, n);
-      rounds.push(n);
-    }
-    expect(rounds[0]).toBe(big);
-    expect(20 + 2 * rounds.at(-1)!).toBeLessThanOrEqual(700 * 1.1);
+    expect(big).toBeGreaterThan(1000);
+    // Records now cost 2 ms each: the first round overruns (over 2 s), the next one fits.
+    b.timed(20 + 2 * big, big);
+    const next = b.cap();
+    expect(next).toBe(Math.floor(700 / (2 + 20 / big)));
+    expect(20 + 2 * next).toBeLessThanOrEqual(720);
+  });
+
+  it('recovers from a short round of cheap records with one overrun', () => {
+    const b = new RoundBudget(700, 2000);
+    b.timed(200, 500); // 0.4 ms per record
+    b.timed(10, 200); // 0.05 ms per record (duplicates, say), a short round: 2,000 records
+    expect(b.cap()).toBe(2000);
+    b.timed(20 + 0.4 * 2000, 2000); // 820 ms: over the bound
+    expect(b.cap()).toBe(Math.floor(700 / 0.41));
   });
 });

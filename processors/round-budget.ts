@@ -15,8 +15,9 @@
  * So the rounds teach two things. A round that took at least a quarter of `maxRoundMs` is mostly
  * per-record time: it moves the moving average up or down. A shorter round only bounds the time
  * per record from above (its fixed part is not zero): it lowers the estimate to its own time per
- * record when that is lower, and never raises it. A round that overruns because the estimate was
- * too low is a long round, which raises it again.
+ * record when that is lower, and never raises it. A round that overran the bound (the estimate was
+ * too low: its records got slower, or a short round of cheap records lowered it) raises the
+ * estimate at once to its own time per record, so the next round fits again.
  */
 export class RoundBudget {
   /** Milliseconds per record (0 until a round has been timed: no bound but `roundCap`). */
@@ -38,7 +39,8 @@ export class RoundBudget {
   /** Learns from a round of `records` records that held the store for `ms`. */
   timed(ms: number, records: number): void {
     const perRecord = ms / Math.max(1, records);
-    if (this.msPerRecord === 0) this.msPerRecord = perRecord;
+    if (this.msPerRecord === 0 || ms > this.maxRoundMs)
+      this.msPerRecord = Math.max(this.msPerRecord, perRecord);
     else if (ms >= this.maxRoundMs / 4) this.msPerRecord = 0.7 * this.msPerRecord + 0.3 * perRecord;
     else this.msPerRecord = Math.min(this.msPerRecord, perRecord);
   }
