@@ -20,9 +20,10 @@ import type { Queryable, QueryResult, Sql } from './types';
  * plan cache: a generic plan after five custom ones when it costs no more). The pipeline's small
  * statements take half the time, a round of 100 records a fifth less (docs/performance.md).
  * Parameters are serialised and rows parsed by PGlite's own serialisers and parsers, as `query`
- * does; a statement without parameters goes through `query`. Any other statement (DDL, SET, a script) forgets
- * every prepared statement (DEALLOCATE ALL) once it succeeded, so that no statement prepared
- * before a change of schema runs after it; so does the cache reaching MAX_PREPARED texts.
+ * does; a statement without parameters goes through `query`. Any other statement (DDL, SET, a
+ * script) forgets every prepared statement (DEALLOCATE ALL) once it succeeded, so that no
+ * statement prepared before a change of schema runs after it; so does the cache reaching
+ * MAX_PREPARED texts.
  */
 export class PgliteSql implements Sql {
   readonly kind = 'pglite' as const;
@@ -75,10 +76,11 @@ export class PgliteSql implements Sql {
     });
   }
 
-  private script(script: string): Promise<void> {
+  /** Runs a script; one that may change the schema (any but the transaction's own) forgets the prepared statements. */
+  private script(script: string, changesSchema = true): Promise<void> {
     return this.ordered(async () => {
       await this.db.exec(script);
-      if (!/^(BEGIN|COMMIT|ROLLBACK)$/.test(script)) await this.forgetPrepared();
+      if (changesSchema) await this.forgetPrepared();
     });
   }
 
@@ -88,7 +90,7 @@ export class PgliteSql implements Sql {
     if (!st) {
       if (this.prepared.size >= MAX_PREPARED) await this.forgetPrepared();
       const name = `ludus_${++this.statements}`;
-      const described = await this.protocol([
+      const described = await this.send([
         serialize.parse({ name, text }),
         serialize.describe({ type: 'S', name }),
         serialize.sync(),
@@ -102,7 +104,7 @@ export class PgliteSql implements Sql {
       const serializer = this.db.serializers[types[i]!];
       return serializer ? serializer(v) : String(v);
     });
-    const messages = await this.protocol([
+    const messages = await this.send([
       serialize.bind({ statement: st.name, values }),
       serialize.describe({ type: 'P' }),
       serialize.execute({}),
@@ -115,11 +117,11 @@ export class PgliteSql implements Sql {
   private async forgetPrepared(): Promise<void> {
     if (this.prepared.size === 0) return;
     this.prepared.clear();
-    await this.protocol([serialize.query('DEALLOCATE ALL')]);
+    await this.send([serialize.query('DEALLOCATE ALL')]);
   }
 
   /** One call into PGlite with these protocol messages (its filesystem synced outside transactions, as `query` does). */
-  private async protocol(messages: Uint8Array[]) {
+  private async send(messages: Uint8Array[]) {
     const out = new Uint8Array(messages.reduce((n, m) => n + m.length, 0));
     let at = 0;
     for (const m of messages) {
@@ -140,14 +142,14 @@ export class PgliteSql implements Sql {
         query: (text, params) => this.raw(text, params),
         exec: (script) => this.script(script),
       };
-      await this.script('BEGIN');
+      await this.script('BEGIN', false);
       this.inTx = true;
       try {
         const out = await fn(q);
-        await this.script('COMMIT');
+        await this.script('COMMIT', false);
         return out;
       } catch (err) {
-        await this.script('ROLLBACK');
+        await this.script('ROLLBACK', false);
         throw err;
       } finally {
         this.inTx = false;
