@@ -1,4 +1,5 @@
 import { Pool, types } from 'pg';
+import { arrayLiteral } from './array-literal';
 import type { Queryable, QueryResult, Sql } from './types';
 
 // BIGINT (int8) comes back as a string by default; our counters and offsets fit in 2^53.
@@ -36,7 +37,7 @@ export class PgSql implements Sql {
   }
 
   async query<R>(text: string, params?: unknown[]): Promise<QueryResult<R>> {
-    const r = await this.pool.query(text, params as unknown[]);
+    const r = await this.pool.query(text, encodeParams(params));
     return { rows: r.rows as R[], rowCount: r.rowCount ?? 0 };
   }
 
@@ -44,7 +45,7 @@ export class PgSql implements Sql {
     const client = await this.pool.connect();
     const q: Queryable = {
       query: async <R>(text: string, params?: unknown[]) => {
-        const r = await client.query(text, params as unknown[]);
+        const r = await client.query(text, encodeParams(params));
         return { rows: r.rows as R[], rowCount: r.rowCount ?? 0 };
       },
       exec: async (script: string) => {
@@ -80,6 +81,11 @@ export class PgSql implements Sql {
   async close(): Promise<void> {
     await this.pool.end();
   }
+}
+
+/** Arrays of strings or numbers go as array literals written here (./array-literal.ts), the rest as pg writes them. */
+function encodeParams(params: unknown[] | undefined): unknown[] | undefined {
+  return params?.map((v) => (Array.isArray(v) ? (arrayLiteral(v) ?? v) : v));
 }
 
 export function quoteIdent(name: string): string {

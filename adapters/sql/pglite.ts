@@ -1,4 +1,5 @@
 import { PGlite, parse, protocol } from '@electric-sql/pglite';
+import { arrayLiteral } from './array-literal';
 import { lockDir, type DirLock } from './dirlock';
 import { TwoLaneMutex } from '../../shared/mutex';
 import type { Queryable, QueryResult, Sql } from './types';
@@ -101,6 +102,10 @@ export class PgliteSql implements Sql {
     const types = st.types;
     const values = params.map((v, i) => {
       if (v === null || v === undefined) return null;
+      if (Array.isArray(v) && LITERAL_ARRAYS.has(types[i]!)) {
+        const literal = arrayLiteral(v);
+        if (literal !== undefined) return literal;
+      }
       const serializer = this.db.serializers[types[i]!];
       return serializer ? serializer(v) : String(v);
     });
@@ -182,6 +187,14 @@ const ROW_STATEMENT = /^\s*(select|insert|update|delete|with)\b/i;
 
 /** Prepared statements kept at most; reaching it forgets them all (texts are few and fixed). */
 const MAX_PREPARED = 1000;
+
+/**
+ * Array parameter types whose elements PGlite serialises as their text (strings as they are,
+ * numbers by `toString`): for these an array of strings or numbers is written by ./array-literal.ts
+ * (the same literal, faster). text, varchar, bpchar, int2, int4, int8, float4, float8, numeric,
+ * json, jsonb.
+ */
+const LITERAL_ARRAYS = new Set([1009, 1015, 1014, 1005, 1007, 1016, 1021, 1022, 1231, 199, 3807]);
 
 /** PGlite returns int8 as bigint; the pg adapter returns numbers. Make both agree. */
 function normalizeRows<R>(rows: R[]): R[] {

@@ -85,6 +85,51 @@ describe.each(sqlAdapters)('SQL contract [%s]', (_name, open) => {
     expect(await migrate(sql)).toEqual([]);
   });
 
+  // Array parameters of strings and numbers are written as literals by the adapters themselves
+  // (adapters/sql/array-literal.ts): elements that look like the literal's own syntax stay data.
+  it('passes array parameters element for element, hostile elements included', async () => {
+    const texts = [
+      'plain',
+      '',
+      'NULL',
+      'null',
+      '","',
+      '{a,b}',
+      'back\\slash',
+      'quo"te',
+      ' pad ',
+      "x'); DROP TABLE t_accounts; --",
+      'ünï\u{1F600}',
+    ];
+    const withNulls = ['a', null, 'NULL', null];
+    const nums = [0, -1, 2.5, 9007199254740991];
+    const json = [JSON.stringify({ q: 'a"b', s: 'c\\d' }), JSON.stringify([1, '","'])];
+    const r = await sql.query<{
+      t: string[];
+      n: (string | null)[];
+      b: number[];
+      f: number[];
+      j: unknown[];
+      c: number;
+    }>(
+      `SELECT $1::text[] AS t, $2::text[] AS n, $3::bigint[] AS b, $4::float8[] AS f,
+              $5::jsonb[] AS j, cardinality($1::text[]) AS c`,
+      [texts, withNulls, nums.slice(0, 2).concat([9007199254740991]), nums, json],
+    );
+    const row = r.rows[0]!;
+    expect(row.t).toEqual(texts);
+    expect(row.c).toBe(texts.length);
+    expect(row.n).toEqual(withNulls);
+    expect(row.b.map(Number)).toEqual([0, -1, 9007199254740991]);
+    expect(row.f).toEqual(nums);
+    expect(row.j).toEqual([{ q: 'a"b', s: 'c\\d' }, [1, '","']]);
+    const rows = await sql.query<{ v: string; k: number }>(
+      'SELECT v, k::int AS k FROM unnest($1::text[], $2::int[]) AS u(v, k) ORDER BY k',
+      [texts, texts.map((_, i) => i)],
+    );
+    expect(rows.rows.map((x) => x.v)).toEqual(texts);
+  });
+
   // The same statement text many times (PGlite runs it as a prepared statement, and Postgres's plan
   // cache turns to a generic plan after five runs): every type the services pass and read back.
   it('returns the same rows for a statement run many times, with every parameter type the services use', async () => {
