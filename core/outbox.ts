@@ -23,6 +23,7 @@
  * its rendering here; `enqueue` itself stays for events that are no fact of a feature (tests).
  */
 import type { Queryable } from '../adapters/sql/types';
+import { mayHave } from './definitions/presence';
 import type { OrderMoved, Reactions, WalletMoved } from './facts';
 
 export interface OutboxEvent {
@@ -39,8 +40,14 @@ export async function enqueue(q: Queryable, e: OutboxEvent): Promise<boolean> {
   return (await enqueueMany(q, [e])) > 0;
 }
 
-/** Enqueues events in one statement, in their order; returns how many were new. */
-export async function enqueueMany(q: Queryable, es: OutboxEvent[]): Promise<number> {
+/**
+ * Enqueues events in one statement, in their order; returns how many were new. An event of a
+ * tenant that the transaction read has no webhook endpoint (core/definitions/presence.ts: the
+ * pipeline's batches) is not written: no endpoint could receive it (docs/webhooks.md "Which
+ * events are recorded").
+ */
+export async function enqueueMany(q: Queryable, all: OutboxEvent[]): Promise<number> {
+  const es = all.filter((e) => mayHave(q, e.tenant_id, 'webhooks'));
   if (es.length === 0) return 0;
   const r = await q.query(
     `INSERT INTO outbox (tenant_id, event_type, dedupe_key, payload, created_at)

@@ -2,7 +2,8 @@
  * What one transaction already knows about its tenants' definitions (issue 19: fewer statements
  * per pipeline batch). The pipeline reads, with the batch's tenants' rows, how many definitions
  * each tenant has of the features that react to facts (tiers, level systems, achievements:
- * migration 016 keeps the counts in the transaction of every definition write), and records them
+ * migration 016 keeps the counts in the transaction of every definition write; webhook endpoints:
+ * migration 018), and records them
  * here for its transaction; a fact subscriber running in that transaction asks `mayHave` before
  * reading its definitions, and skips the read when the tenant has none.
  *
@@ -13,7 +14,8 @@
  */
 import type { Queryable } from '../../adapters/sql/types';
 
-export type CountedFeature = 'achievements' | 'tiers' | 'level_systems';
+/** `webhooks`: the tenant's webhook endpoints (migration 018), read by the outbox. */
+export type CountedFeature = 'achievements' | 'tiers' | 'level_systems' | 'webhooks';
 
 /** Per tenant: its number of definitions of each counted feature. */
 export type DefinitionCounts = Readonly<Record<CountedFeature, number>>;

@@ -77,13 +77,25 @@ describe('tenant definition versions and counts (migration 016) [PGlite]', () =>
       `INSERT INTO level_systems (tenant_id, id, name, currency_id, levels, created_at, updated_at)
        VALUES ('acme', 'l1', 'l1', 'xp', '[]', now(), now())`,
     );
-    expect((await defsOf('acme')).counts).toEqual({ achievements: 2, tiers: 0, level_systems: 1 });
+    expect((await defsOf('acme')).counts).toEqual({ achievements: 2, tiers: 0, level_systems: 1, webhooks: 0 });
     await sql.query(`UPDATE achievements SET active = false WHERE tenant_id = 'acme' AND id = 'a1'`);
     await sql.query(`DELETE FROM achievements WHERE tenant_id = 'acme' AND id = 'a2'`);
-    expect((await defsOf('acme')).counts).toEqual({ achievements: 1, tiers: 0, level_systems: 1 });
+    expect((await defsOf('acme')).counts).toEqual({ achievements: 1, tiers: 0, level_systems: 1, webhooks: 0 });
+    // Webhook endpoints count whatever their state; the count follows inserts and deletes.
+    const hook = (id: string) =>
+      sql.query(
+        `INSERT INTO webhooks (id, tenant_id, url, event_types, active, secret_enc, created_at, updated_at)
+         VALUES ($1, 'acme', 'https://example.com/h', '{currency.earned}', false, 'x', 0, 0)`,
+        [id],
+      );
+    await hook('w1');
+    await hook('w2');
+    expect((await defsOf('acme')).counts.webhooks).toBe(2);
+    await sql.query(`DELETE FROM webhooks WHERE id = 'w1'`);
+    expect((await defsOf('acme')).counts.webhooks).toBe(1);
     const other = await defsOf('other');
     expect(other.versions).toEqual({ leaderboards: 0, earning_rules: 0, streak_definitions: 0 });
-    expect(other.counts).toEqual({ achievements: 0, tiers: 0, level_systems: 0 });
+    expect(other.counts).toEqual({ achievements: 0, tiers: 0, level_systems: 0, webhooks: 0 });
   });
 
   it('a tenant row inserted after its definitions starts with their counts', async () => {
@@ -91,8 +103,12 @@ describe('tenant definition versions and counts (migration 016) [PGlite]', () =>
       `INSERT INTO tiers (tenant_id, id, tier_name, tier_level, min_lifetime_points, currency_id, created_at, updated_at)
        VALUES ('early', 't1', 'bronze', 1, 0, 'xp', now(), now())`,
     );
+    await sql.query(
+      `INSERT INTO webhooks (id, tenant_id, url, event_types, secret_enc, created_at, updated_at)
+       VALUES ('w-early', 'early', 'https://example.com/h', '{*}', 'x', 0, 0)`,
+    );
     await addTenant(sql, 'early');
-    expect((await defsOf('early')).counts).toEqual({ achievements: 0, tiers: 1, level_systems: 0 });
+    expect((await defsOf('early')).counts).toEqual({ achievements: 0, tiers: 1, level_systems: 0, webhooks: 1 });
   });
 
   it('dedupe and tenants read in one statement: first occurrences only, every record’s tenant', async () => {
@@ -208,7 +224,7 @@ describe('presence of counted definitions in a transaction', () => {
   it('answers "may have" unless the transaction recorded a count of 0, until it is forgotten', () => {
     const q = {} as Queryable;
     expect(mayHave(q, 'acme', 'tiers')).toBe(true);
-    rememberCounts(q, new Map([['acme', { achievements: 0, tiers: 0, level_systems: 2 }]]));
+    rememberCounts(q, new Map([['acme', { achievements: 0, tiers: 0, level_systems: 2, webhooks: 0 }]]));
     expect(mayHave(q, 'acme', 'tiers')).toBe(false);
     expect(mayHave(q, 'acme', 'level_systems')).toBe(true);
     expect(mayHave(q, 'other', 'tiers')).toBe(true);

@@ -25,7 +25,7 @@ export interface TenantDefinitions {
   timezone: string;
   /** Versions of the tenant's rows of leaderboards, earning_rules and streak_definitions. */
   versions: { leaderboards: number; earning_rules: number; streak_definitions: number };
-  /** Numbers of the tenant's achievements, tiers and level systems (every status). */
+  /** Numbers of the tenant's achievements, tiers, level systems and webhook endpoints (every status). */
   counts: DefinitionCounts;
 }
 
@@ -38,12 +38,14 @@ interface TenantRow {
   an: number;
   tn: number;
   ln: number;
+  wn: number;
 }
 
 /** The tenants' rows: $1 (or `$${n}`) the tenant ids; locked FOR KEY SHARE in id order. */
 const tenantsSql = (n: number) =>
   `SELECT id, timezone, leaderboards_version AS lv, earning_rules_version AS ev,
-          streak_definitions_version AS sv, achievements_n AS an, tiers_n AS tn, level_systems_n AS ln
+          streak_definitions_version AS sv, achievements_n AS an, tiers_n AS tn, level_systems_n AS ln,
+          webhooks_n AS wn
    FROM tenants WHERE id = ANY($${n}::text[]) ORDER BY id FOR KEY SHARE`;
 
 /** The tenants' rows, locked FOR KEY SHARE in id order (a tenant without a row is missing). */
@@ -71,9 +73,9 @@ export async function markAndReadTenants(
   >(
     `WITH fresh AS (${MARK_PROCESSED_SQL}), t AS (${tenantsSql(4)})
      SELECT 1 AS k, tenant_id, event_id, NULL AS id, NULL AS timezone, NULL::bigint AS lv, NULL::bigint AS ev,
-            NULL::bigint AS sv, NULL::int AS an, NULL::int AS tn, NULL::int AS ln FROM fresh
+            NULL::bigint AS sv, NULL::int AS an, NULL::int AS tn, NULL::int AS ln, NULL::int AS wn FROM fresh
      UNION ALL
-     SELECT 2, NULL, NULL, id, timezone, lv, ev, sv, an, tn, ln FROM t`,
+     SELECT 2, NULL, NULL, id, timezone, lv, ev, sv, an, tn, ln, wn FROM t`,
     [...markParams(events), tenants],
   );
   const inserted: Array<{ tenant_id: string; event_id: string }> = [];
@@ -95,7 +97,12 @@ function toDefinitions(rows: readonly TenantRow[]): Map<string, TenantDefinition
         earning_rules: Number(t.ev),
         streak_definitions: Number(t.sv),
       },
-      counts: { achievements: Number(t.an), tiers: Number(t.tn), level_systems: Number(t.ln) },
+      counts: {
+        achievements: Number(t.an),
+        tiers: Number(t.tn),
+        level_systems: Number(t.ln),
+        webhooks: Number(t.wn),
+      },
     });
   return out;
 }

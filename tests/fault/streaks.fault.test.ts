@@ -14,6 +14,7 @@ import {
   call,
   createKey,
   createTenant,
+  keepWebhookEvents,
   shapeEnv,
   startTestApp,
   tenantToken,
@@ -250,6 +251,7 @@ describe('streaks survive processors killed mid-batch [distributed]', () => {
   it('pays every milestone and records every break exactly once', async () => {
     const sql = app.ctx.adapters.sql;
     const t = await createTenant(app);
+    await keepWebhookEvents(app, t.id);
     const key = (await createKey(app, [t.id])).key;
     const admin = (method: string, path: string, body: unknown) =>
       call(method, `${app.url.admin}${path}?tenant_id=${t.id}`, { headers: { 'x-api-key': key }, body });

@@ -35,6 +35,7 @@ import {
   SHAPES,
   startTestApp,
   tenantWithCredentials,
+  keepWebhookEvents,
   type TenantInfo,
   type TestApp,
 } from '../support/app';
@@ -68,6 +69,7 @@ describe.each(SHAPES)('achievement backfill [%s]', (shape) => {
       env: { LUDUS_RATE_LIMIT_ADMIN: 'off', LUDUS_RATE_LIMIT_INGEST: 'off', LUDUS_RATE_LIMIT_QUERY: 'off' },
     });
     ({ tenant, key, token } = await tenantWithCredentials(app));
+    await keepWebhookEvents(app, tenant.id);
     const c = await admin('POST', '/v1/wallet/currencies', {
       id: 'coins',
       name: 'Coins',

@@ -11,6 +11,7 @@ import {
   SHAPES,
   startTestApp,
   tenantWithCredentials,
+  keepWebhookEvents,
   type TenantInfo,
   userToken,
   type TestApp,
@@ -36,6 +37,7 @@ describe.each(SHAPES)('achievements [%s]', (shape) => {
       env: { LUDUS_SCHEDULER_INTERVAL_MS: '100', LUDUS_RATE_LIMIT_ADMIN: 'off' },
     });
     ({ tenant, key, token } = await tenantWithCredentials(app));
+    await keepWebhookEvents(app, tenant.id);
     for (const id of ['coins', 'xp'])
       expect(
         (

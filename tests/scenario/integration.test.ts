@@ -14,6 +14,7 @@ import {
   SHAPES,
   startTestApp,
   tenantWithCredentials,
+  keepWebhookEvents,
   type TenantInfo,
   type TestApp,
 } from '../support/app';
@@ -42,6 +43,7 @@ describe.each(SHAPES)('features together [%s]', (shape) => {
       },
     });
     ({ tenant, key, token } = await tenantWithCredentials(app));
+    await keepWebhookEvents(app, tenant.id);
   });
   afterAll(() => app.stop());
 

@@ -10,7 +10,14 @@
 import fc from 'fast-check';
 import { ManualClock } from '../../core/clock';
 import { sweepDue } from '../../core/streaks/sweep';
-import { call, SHAPES, startTestApp, tenantWithCredentials, type TestApp } from '../support/app';
+import {
+  call,
+  SHAPES,
+  startTestApp,
+  tenantWithCredentials,
+  keepWebhookEvents,
+  type TestApp,
+} from '../support/app';
 import { referenceStreaks, type RefConfig, type RefOp } from '../support/streaks-reference';
 import { waitFor } from '../support/wait';
 
@@ -85,6 +92,7 @@ describe.each(SHAPES)('streaks against the reference model [%s]', (shape) => {
           run += 1;
           clock.set(T0);
           const { tenant, key, token } = await tenantWithCredentials(app);
+          await keepWebhookEvents(app, tenant.id);
           const admin = (method: string, path: string, body?: unknown) =>
             call(method, `${app.url.admin}${path}?tenant_id=${tenant.id}`, {
               headers: { 'x-api-key': key },

@@ -15,6 +15,7 @@ import {
   SHAPES,
   startTestApp,
   tenantWithCredentials,
+  keepWebhookEvents,
   type TenantInfo,
   userToken,
   type TestApp,
@@ -45,6 +46,7 @@ describe.each(SHAPES)('streaks [%s]', (shape) => {
       },
     });
     ({ tenant, key, token } = await tenantWithCredentials(app));
+    await keepWebhookEvents(app, tenant.id);
     expect(
       (
         await admin('POST', '/v1/wallet/currencies', {

@@ -11,6 +11,7 @@ import {
   SHAPES,
   startTestApp,
   tenantWithCredentials,
+  keepWebhookEvents,
   type TenantInfo,
   userToken,
   type TestApp,
@@ -867,6 +868,78 @@ describe.each(SHAPES)('wallet and rewards [%s]', (shape) => {
     );
     expect(xpHistory.body.total).toBe(2);
     expect((await query('/v1/levels/level/99')).status).toBe(404);
+  });
+
+  it("records a pipeline credit's webhook event only for a tenant that has a webhook endpoint", async () => {
+    // docs/webhooks.md "Which events are recorded": no endpoint, no outbox row from the pipeline.
+    const own = await tenantWithCredentials(app);
+    const h = { 'x-api-key': own.key };
+    const at = `?tenant_id=${own.tenant.id}`;
+    const made = await call('POST', `${app.url.admin}/v1/wallet/currencies${at}`, {
+      headers: h,
+      body: { id: 'gems', name: 'gems', is_spendable: true, decimal_places: 0 },
+    });
+    expect(made.status).toBe(201);
+    const rule = await call('POST', `${app.url.admin}/v1/wallet/earning-rules${at}`, {
+      headers: h,
+      body: {
+        name: 'per login',
+        currency_id: 'gems',
+        event_type: 'login',
+        calculation: { type: 'fixed', amount: 4 },
+      },
+    });
+    expect(rule.status).toBe(201);
+    const earn = async (n: number) => {
+      const r = await call('POST', `${app.url.ingest}/v1/events/bulk`, {
+        headers: { authorization: `Bearer ${own.token}` },
+        body: { events: [ev('hal', T0, 'login')] },
+      });
+      expect(r.status).toBe(202);
+      await waitFor(
+        async () =>
+          (
+            await call('GET', `${app.url.query}/v1/wallet/balances/gems?user_id=hal`, {
+              headers: { authorization: `Bearer ${own.token}` },
+            })
+          ).body.available ===
+          4 * n,
+        { what: `credit ${n}`, timeoutMs: 15000 },
+      );
+    };
+    const recorded = async () =>
+      (
+        await app.ctx.adapters.sql.query<{ key: string }>(
+          "SELECT dedupe_key AS key FROM outbox WHERE tenant_id = $1 AND event_type = 'currency.earned'",
+          [own.tenant.id],
+        )
+      ).rows.length;
+    await earn(1);
+    expect(await recorded()).toBe(0);
+    // An endpoint (even one turned off) makes the next batches record the tenant's events.
+    await keepWebhookEvents(app, own.tenant.id);
+    await earn(2);
+    expect(await recorded()).toBe(1);
+    // A credit through the API is recorded whatever the number of endpoints (as before).
+    const other = await tenantWithCredentials(app);
+    expect(
+      (
+        await call('POST', `${app.url.admin}/v1/wallet/currencies?tenant_id=${other.tenant.id}`, {
+          headers: { 'x-api-key': other.key },
+          body: { id: 'gems', name: 'gems', is_spendable: true, decimal_places: 0 },
+        })
+      ).status,
+    ).toBe(201);
+    const granted = await call('POST', `${app.url.admin}/v1/wallet/grant?tenant_id=${other.tenant.id}`, {
+      headers: { 'x-api-key': other.key },
+      body: { user_id: 'hal', currency_id: 'gems', amount: 7 },
+    });
+    expect(granted.status).toBe(200);
+    const viaApi = await app.ctx.adapters.sql.query(
+      "SELECT 1 FROM outbox WHERE tenant_id = $1 AND event_type = 'currency.earned'",
+      [other.tenant.id],
+    );
+    expect(viaApi.rows).toHaveLength(1);
   });
 });
 

@@ -156,6 +156,19 @@ export async function tenantWithCredentials(
   return { tenant, key, token: await tenantToken(tenant) };
 }
 
+/**
+ * Gives the tenant one webhook endpoint, turned off: the pipeline then records the tenant's webhook
+ * events in the outbox (docs/webhooks.md "Which events are recorded"), where suites read a
+ * feature's events; nothing is delivered to it.
+ */
+export async function keepWebhookEvents(app: TestApp, tenantId: string): Promise<void> {
+  await app.ctx.adapters.sql.query(
+    `INSERT INTO webhooks (id, tenant_id, url, event_types, active, secret_enc, created_at, updated_at)
+     VALUES ($1, $2, 'https://example.com/ludus-tests', '{*}', false, 'unused', 0, 0)`,
+    [uniqueName('wh'), tenantId],
+  );
+}
+
 /** Creates an API key through the operator route. */
 export async function createKey(app: TestApp, tenant_ids: string[], scopes: string[] = ['*']) {
   const r = await call('POST', `${app.url.admin}/v1/api-keys`, {
