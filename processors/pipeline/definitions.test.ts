@@ -77,10 +77,20 @@ describe('tenant definition versions and counts (migration 016) [PGlite]', () =>
       `INSERT INTO level_systems (tenant_id, id, name, currency_id, levels, created_at, updated_at)
        VALUES ('acme', 'l1', 'l1', 'xp', '[]', now(), now())`,
     );
-    expect((await defsOf('acme')).counts).toEqual({ achievements: 2, tiers: 0, level_systems: 1, webhooks: 0 });
+    expect((await defsOf('acme')).counts).toEqual({
+      achievements: 2,
+      tiers: 0,
+      level_systems: 1,
+      webhooks: 0,
+    });
     await sql.query(`UPDATE achievements SET active = false WHERE tenant_id = 'acme' AND id = 'a1'`);
     await sql.query(`DELETE FROM achievements WHERE tenant_id = 'acme' AND id = 'a2'`);
-    expect((await defsOf('acme')).counts).toEqual({ achievements: 1, tiers: 0, level_systems: 1, webhooks: 0 });
+    expect((await defsOf('acme')).counts).toEqual({
+      achievements: 1,
+      tiers: 0,
+      level_systems: 1,
+      webhooks: 0,
+    });
     // Webhook endpoints count whatever their state; the count follows inserts and deletes.
     const hook = (id: string) =>
       sql.query(
@@ -108,7 +118,12 @@ describe('tenant definition versions and counts (migration 016) [PGlite]', () =>
        VALUES ('w-early', 'early', 'https://example.com/h', '{*}', 'x', 0, 0)`,
     );
     await addTenant(sql, 'early');
-    expect((await defsOf('early')).counts).toEqual({ achievements: 0, tiers: 1, level_systems: 0, webhooks: 1 });
+    expect((await defsOf('early')).counts).toEqual({
+      achievements: 0,
+      tiers: 1,
+      level_systems: 0,
+      webhooks: 1,
+    });
   });
 
   it('dedupe and tenants read in one statement: first occurrences only, every record’s tenant', async () => {
