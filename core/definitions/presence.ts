@@ -2,10 +2,10 @@
  * What one transaction already knows about its tenants' definitions (issue 19: fewer statements
  * per pipeline batch). The pipeline reads, with the batch's tenants' rows, how many definitions
  * each tenant has of the features that react to facts (tiers, level systems, achievements:
- * migration 016 keeps the counts in the transaction of every definition write; webhook endpoints:
- * migration 018), and records them
- * here for its transaction; a fact subscriber running in that transaction asks `mayHave` before
- * reading its definitions, and skips the read when the tenant has none.
+ * migration 016 keeps the counts in the transaction of every definition write; webhook endpoints,
+ * for the outbox: migration 018), and records them here for its transaction; a fact subscriber
+ * running in that transaction asks `mayHave` before reading its definitions (or, the outbox,
+ * before writing an event), and skips it when the tenant has none.
  *
  * Semantics: the counts are those committed when the batch read its tenants' rows; a definition
  * created after that read applies from the next batch on (the same as a definition created after a
