@@ -159,9 +159,9 @@ export async function openEventLog(config: Config, sql: Sql, log: Logger): Promi
 
 export async function openRanks(config: Config): Promise<RankIndex> {
   if (config.adapters.ranks === 'redis') {
-    const { RedisRankIndex } = await import('../adapters/ranks/redis');
+    const { RedisRankIndex, ranksPrefix } = await import('../adapters/ranks/redis');
     const url = config.redis.url as string;
-    const ranks = new RedisRankIndex({ redis: url, prefix: `${config.redis.prefix}ranks:` });
+    const ranks = new RedisRankIndex({ redis: url, prefix: ranksPrefix(config.redis.prefix) });
     await connect(`Redis at ${redact(url)}`, 'LUDUS_REDIS_URL', config.connectTimeoutMs, () =>
       ranks.ping(),
     ).catch(async (err) => {

@@ -360,6 +360,11 @@ export function unpack(packed: Buffer, off: number): RankedEntry[] {
   return out;
 }
 
+/** The rank index's key prefix under a deployment's Redis prefix (`LUDUS_REDIS_PREFIX`). */
+export function ranksPrefix(redisPrefix: string): string {
+  return `${redisPrefix}ranks:`;
+}
+
 /**
  * The key names of layout 2 under a prefix (see the file comment): the index's own, and the
  * bench's, which watches watermarks and members without going through the index.

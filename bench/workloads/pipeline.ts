@@ -17,7 +17,7 @@ import { randomUUID } from 'node:crypto';
 import { cpSync, mkdirSync, rmSync } from 'node:fs';
 import Redis from 'ioredis';
 import { KafkaEventLog } from '../../adapters/eventlog/kafka';
-import { rankKeys } from '../../adapters/ranks/redis';
+import { rankKeys, ranksPrefix } from '../../adapters/ranks/redis';
 import { PgSql } from '../../adapters/sql/pg';
 import { PgliteSql } from '../../adapters/sql/pglite';
 import { windowAt } from '../../core/windows';
@@ -77,7 +77,7 @@ export async function produceBacklog(b: Bench, topicPrefix: string, events: Benc
 /** Sum of the rank index's watermarks of the pipeline: records whose scores are visible. */
 export function watermarkReader(redis: Redis, d: Deployment): () => Promise<number> {
   const stream = `${PIPELINE_GROUP}:${d.topicPrefix}${EVENTS_TOPIC.name}`;
-  const wm = rankKeys(`${d.redisPrefix}ranks:`).watermark;
+  const wm = rankKeys(ranksPrefix(d.redisPrefix)).watermark;
   const keys = Array.from({ length: EVENTS_TOPIC.partitions }, (_, p) => wm(stream, p));
   return async () => (await redis.mget(...keys)).reduce((a, v) => a + Number(v ?? 0), 0);
 }
@@ -374,7 +374,7 @@ async function distributedLatency(b: Bench, redis: Redis): Promise<void> {
         logFile: `${b.tmp}/latency-distributed.log`,
       });
       services.push(ing);
-      const hKey = rankKeys(`${d.redisPrefix}ranks:`).hash('bench:matches:all_time');
+      const hKey = rankKeys(ranksPrefix(d.redisPrefix)).hash('bench:matches:all_time');
       const isVisible = async (users: string[]) => {
         const pl = redis.pipeline();
         for (const u of users) pl.hexists(hKey, u);

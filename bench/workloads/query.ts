@@ -21,7 +21,7 @@
 import { execFile } from 'node:child_process';
 import { mkdirSync, rmSync } from 'node:fs';
 import Redis from 'ioredis';
-import { rankKeys, RedisRankIndex } from '../../adapters/ranks/redis';
+import { rankKeys, ranksPrefix, RedisRankIndex } from '../../adapters/ranks/redis';
 import { PgliteSql } from '../../adapters/sql/pglite';
 import { PgSql } from '../../adapters/sql/pg';
 import { tenantToken } from '../lib/admin';
@@ -163,7 +163,7 @@ async function distributed(b: Bench, size: number): Promise<void> {
   let svc: Service | null = null;
   let minimal: Service | null = null;
   try {
-    const ranks = new RedisRankIndex({ redis, prefix: `${d.redisPrefix}ranks:` });
+    const ranks = new RedisRankIndex({ redis, prefix: ranksPrefix(d.redisPrefix) });
     const rnd = prng(size);
     let entries: Array<{ member: string; score: number; tiebreak: number }> | null = Array.from(
       { length: size },
@@ -186,7 +186,7 @@ async function distributed(b: Bench, size: number): Promise<void> {
       await redis.zadd(base, ...args);
     }
     entries = null;
-    const keys = rankKeys(`${d.redisPrefix}ranks:`);
+    const keys = rankKeys(ranksPrefix(d.redisPrefix));
     const z = keys.zset(BOARD_KEY);
     const h = keys.hash(BOARD_KEY);
     const usage = async (k: string) => Number(await redis.call('MEMORY', 'USAGE', k, 'SAMPLES', '0'));

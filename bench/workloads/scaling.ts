@@ -11,7 +11,7 @@
  * relative to it); each pipeline run also measures the direct-write baseline of its own effects.
  */
 import Redis from 'ioredis';
-import { RedisRankIndex } from '../../adapters/ranks/redis';
+import { ranksPrefix, RedisRankIndex } from '../../adapters/ranks/redis';
 import { tenantToken } from '../lib/admin';
 import { runChild } from '../lib/child';
 import type { Bench } from '../lib/context';
@@ -211,7 +211,7 @@ async function memory(b: Bench): Promise<void> {
           tiebreak: 0,
         }));
         const m0 = await settledUsedMemory(redis);
-        await new RedisRankIndex({ redis, prefix: `${d.redisPrefix}ranks:` }).load(
+        await new RedisRankIndex({ redis, prefix: ranksPrefix(d.redisPrefix) }).load(
           'bench:top:all_time',
           entries,
         );
