@@ -36,6 +36,45 @@ describe('the input rule', () => {
     );
   });
 
+  it('finds a problem wherever one is, and only then (random values against a plain recursive check)', () => {
+    let seed = 7;
+    const rand = (n: number): number => {
+      seed = (seed * 1103515245 + 12345) % 2 ** 31;
+      return seed % n;
+    };
+    const strings = ['ok', '', 'é😀', 'a\u0000b', '\ud800', 'x\udc00y', 'k-1'];
+    const make = (depth: number): unknown => {
+      const kind = rand(depth > 36 ? 3 : 6);
+      if (kind === 0) return strings[rand(strings.length)];
+      if (kind === 1) return rand(100);
+      if (kind === 2) return null;
+      if (kind === 3) return Array.from({ length: rand(4) }, () => make(depth + 1));
+      const o: Record<string, unknown> = {};
+      for (let i = rand(4); i > 0; i--) o[strings[rand(strings.length)]! + i] = make(depth + 1);
+      return o;
+    };
+    const bad = (v: unknown, depth: number): boolean => {
+      if (typeof v === 'string') return v.includes('\u0000') || /\p{Cs}/u.test(v);
+      if (typeof v !== 'object' || v === null) return false;
+      if (depth > MAX_NESTING) return true;
+      const entries = Array.isArray(v) ? v.map((x) => ['', x] as const) : Object.entries(v);
+      return entries.some(([k, x]) => bad(k, 0) || bad(x, depth + 1));
+    };
+    // A quarter of the values sit 28 to 33 levels deep, around the nesting limit.
+    const wrap = (v: unknown, levels: number): unknown =>
+      levels === 0 ? v : rand(2) ? [wrap(v, levels - 1)] : { w: wrap(v, levels - 1) };
+    const outcomes = { ok: 0, nesting: 0, other: 0 };
+    for (let i = 0; i < 3000; i++) {
+      const v = rand(4) === 0 ? wrap(make(0), 28 + rand(6)) : make(0);
+      const problem = inputProblem(v, 'body');
+      expect(problem !== null).toBe(bad(v, 1));
+      outcomes[problem === null ? 'ok' : problem.includes('nesting') ? 'nesting' : 'other']++;
+    }
+    expect(outcomes.ok).toBeGreaterThan(300);
+    expect(outcomes.nesting).toBeGreaterThan(50);
+    expect(outcomes.other).toBeGreaterThan(300);
+  });
+
   it('checks path parameters: NUL, lone surrogates and more than 256 UTF-8 bytes', () => {
     expect(paramsProblem({ user_id: 'alice', tenant_id: 't' })).toBeNull();
     expect(paramsProblem({ user_id: 'a\u0000' })).toBe('path.user_id must not contain NUL characters');

@@ -32,8 +32,7 @@ describe('PlainAvroCodec encoding', () => {
       event('e3', { kills: 4 }),
       event('e4', { note: 'é'.repeat(9_000) }),
     ];
-    const encoded = [];
-    for (const r of records) encoded.push(await codec.encode(EVENTS_TOPIC, r));
+    const encoded = await codec.encode(EVENTS_TOPIC, records);
     // Encoding later records left the earlier ones' bytes as they were.
     expect(encoded.map((b) => b.length)).toEqual(records.map((r) => writer.toBuffer(r).length));
     encoded.forEach((b, i) => expect(b.equals(writer.toBuffer(records[i]))).toBe(true));
@@ -44,9 +43,9 @@ describe('PlainAvroCodec encoding', () => {
 
   it('refuses a record that does not fit the schema, naming the field', async () => {
     const bad = { ...event('e5', {}), occurred_at: 'soon' } as unknown as EventRecord;
-    await expect(codec.encode(EVENTS_TOPIC, bad)).rejects.toThrow(/occurred_at/);
+    await expect(codec.encode(EVENTS_TOPIC, [event('e5b', {}), bad])).rejects.toThrow(/occurred_at/);
     // The codec still encodes after a refusal.
-    const ok = await codec.encode(EVENTS_TOPIC, event('e6', { kills: 1 }));
+    const [ok] = await codec.encode(EVENTS_TOPIC, [event('e6', { kills: 1 })]);
     expect(await codec.decode(EVENTS_TOPIC, ok)).toEqual(event('e6', { kills: 1 }));
   });
 });

@@ -19,8 +19,11 @@ import type { Topic } from '../../schemas/topics';
 import { errorMessage } from './common';
 
 export interface SchemaCodec {
-  /** Encodes `value` with the topic's writer schema (the last of `topic.schemas`). */
-  encode<T>(topic: Topic<T>, value: T): Promise<Buffer>;
+  /**
+   * Encodes `values` with the topic's writer schema (the last of `topic.schemas`), one buffer
+   * each, in order; rejects, naming the fields, when any of them does not fit the schema.
+   */
+  encode<T>(topic: Topic<T>, values: readonly T[]): Promise<Buffer[]>;
   /**
    * Decodes bytes made by `encode` for this topic into the topic's newest schema.
    * `writerVersion` (1-based position in `topic.schemas`) says which schema wrote bare bytes; a
@@ -61,8 +64,10 @@ class TopicTypes {
    * gateway's CPU).
    */
   encode(value: unknown, headerBytes = 0): Buffer {
-    const paths: string[] = [];
-    if (!this.writer.isValid(value, { errorHook: (path) => paths.push(path.join('.') || '(root)') })) {
+    // The common case without a hook: a closure per record was about 1 % of the ingest gateway.
+    if (!this.writer.isValid(value)) {
+      const paths: string[] = [];
+      this.writer.isValid(value, { errorHook: (path) => paths.push(path.join('.') || '(root)') });
       throw new Error(
         `invalid record for topic ${this.topic.name}: bad or missing field(s) ${paths.join(', ')}`,
       );
@@ -102,8 +107,9 @@ function typesOf(topic: Topic<unknown>): TopicTypes {
 
 /** Bare Avro binary: what the local log stores (with the writer version in its own column). */
 export class PlainAvroCodec implements SchemaCodec {
-  async encode<T>(topic: Topic<T>, value: T): Promise<Buffer> {
-    return typesOf(topic).encode(value);
+  async encode<T>(topic: Topic<T>, values: readonly T[]): Promise<Buffer[]> {
+    const types = typesOf(topic);
+    return values.map((v) => types.encode(v));
   }
 
   async decode<T>(topic: Topic<T>, bytes: Buffer, writerVersion?: number): Promise<T> {
@@ -213,11 +219,15 @@ export class RegistryAvroCodec implements SchemaCodec {
     return id;
   }
 
-  async encode<T>(topic: Topic<T>, value: T): Promise<Buffer> {
-    const framed = typesOf(topic).encode(value, 5);
+  async encode<T>(topic: Topic<T>, values: readonly T[]): Promise<Buffer[]> {
+    const types = typesOf(topic);
+    // Every value is checked before the first registration: a bad record fails without a request.
+    const framed = values.map((v) => types.encode(v, 5));
     const id = await this.writerSchemaId(topic);
-    framed.writeUInt8(CONFLUENT_MAGIC_BYTE, 0);
-    framed.writeInt32BE(id, 1);
+    for (const f of framed) {
+      f.writeUInt8(CONFLUENT_MAGIC_BYTE, 0);
+      f.writeInt32BE(id, 1);
+    }
     return framed;
   }
 
@@ -289,4 +299,24 @@ function describeRegistryError(err: unknown): string {
   const e = err as { status?: number; message?: string; originalError?: unknown };
   const msg = errorMessage(err);
   return typeof e?.status === 'number' && !msg.includes(String(e.status)) ? `HTTP ${e.status}: ${msg}` : msg;
+}
+
+/**
+ * The values of an append's records, encoded in one call, in order. Every record needs a string
+ * key; a record without one, or one that does not fit the schema, fails the whole append before
+ * anything is written. `name` is the topic's physical name, for the message.
+ */
+export function encodeRecords<T>(
+  codec: SchemaCodec,
+  topic: Topic<T>,
+  name: string,
+  records: readonly { key: unknown; value: T }[],
+): Promise<Buffer[]> {
+  for (const r of records)
+    if (typeof r.key !== 'string')
+      return Promise.reject(new Error(`append to ${name}: every record needs a string key`));
+  return codec.encode(
+    topic,
+    records.map((r) => r.value),
+  );
 }

@@ -51,7 +51,7 @@ import { lockDir, type DirLock } from '../sql/dirlock';
 import { Mutex } from '../../shared/mutex';
 import type { Topic } from '../../schemas/topics';
 import type { AppendRecord, Consumer, ConsumerHandlers, ConsumerOptions, EventLog, LogRecord } from './types';
-import { PlainAvroCodec, type SchemaCodec } from './codec';
+import { PlainAvroCodec, encodeRecords, type SchemaCodec } from './codec';
 import {
   defaultLogger,
   errorMessage,
@@ -366,9 +366,10 @@ export class FileEventLog implements EventLog {
     // Encode before queueing: a record that does not fit the schema fails the whole call.
     const frames = new Map<number, Buffer[]>();
     const bytes = new Map<number, number>();
-    for (const r of records) {
-      if (typeof r.key !== 'string') throw new Error(`append to ${name}: every record needs a string key`);
-      const frame = frameRecord(now, version, r.key, await this.codec.encode(topic, r.value));
+    const values = await encodeRecords(this.codec, topic, name, records);
+    for (let i = 0; i < records.length; i++) {
+      const r = records[i]!;
+      const frame = frameRecord(now, version, r.key, values[i]!);
       const p = this.partitionFor(topic, r.key);
       let list = frames.get(p);
       if (!list) frames.set(p, (list = []));

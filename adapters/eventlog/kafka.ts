@@ -46,7 +46,7 @@ import type {
   EventLog,
   LogRecord,
 } from './types';
-import { RegistryAvroCodec, type SchemaCodec } from './codec';
+import { RegistryAvroCodec, encodeRecords, type SchemaCodec } from './codec';
 import {
   backoffDelay,
   chunk,
@@ -242,13 +242,8 @@ export class KafkaEventLog implements EventLog {
   async append<T>(topic: Topic<T>, records: AppendRecord<T>[]): Promise<void> {
     if (records.length === 0) return;
     await this.connect();
-    const messages = await Promise.all(
-      records.map(async (r) => {
-        if (typeof r.key !== 'string')
-          throw new Error(`append to ${topic.name}: every record needs a string key`);
-        return { key: r.key, value: await this.codec.encode(topic, r.value) };
-      }),
-    );
+    const values = await encodeRecords(this.codec, topic, topic.name, records);
+    const messages = records.map((r, i) => ({ key: r.key, value: values[i] }));
     // acks -1: every in-sync replica has it; kafkajs rejects (never drops) on failure.
     await this.producer.send({ topic: this.physicalName(topic), acks: -1, messages });
   }

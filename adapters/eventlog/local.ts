@@ -28,7 +28,7 @@ import { EventEmitter } from 'node:events';
 import type { Sql } from '../sql/types';
 import type { Topic } from '../../schemas/topics';
 import type { AppendRecord, Consumer, ConsumerHandlers, ConsumerOptions, EventLog, LogRecord } from './types';
-import { PlainAvroCodec, type SchemaCodec } from './codec';
+import { PlainAvroCodec, encodeRecords, type SchemaCodec } from './codec';
 import { chunk, defaultLogger, partitionForKey, type BackoffOptions, type EventLogLogger } from './common';
 import { LocalGroups, type PartitionSource } from './groups';
 import type { FileEventLogOptions } from './file';
@@ -150,9 +150,10 @@ export class LocalEventLog implements EventLog {
     const version = this.codec.writerVersion(topic);
     // Encode outside the transaction: a record that does not fit the schema fails the whole call.
     const byPartition = new Map<number, Array<{ key: string; value: Buffer }>>();
-    for (const r of records) {
-      if (typeof r.key !== 'string') throw new Error(`append to ${name}: every record needs a string key`);
-      const value = await this.codec.encode(topic, r.value);
+    const values = await encodeRecords(this.codec, topic, name, records);
+    for (let i = 0; i < records.length; i++) {
+      const r = records[i]!;
+      const value = values[i]!;
       const p = this.partitionFor(topic, r.key);
       let list = byPartition.get(p);
       if (!list) byPartition.set(p, (list = []));

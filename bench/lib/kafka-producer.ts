@@ -57,13 +57,12 @@ async function main(): Promise<void> {
     const s = seq++;
     const at = Date.now();
     const t = performance.now();
-    const messages = await Promise.all(
-      Array.from({ length: o.batch }, async (_, j) => {
-        const e = pool[(s * o.batch + j) % pool.length]!;
-        const r = eventRecord({ ...e, event_id: `base-${s}-${j}` }, at);
-        return { key: eventKey(r.tenant_id, r.user_id), value: await codec.encode(EVENTS_TOPIC, r) };
-      }),
-    );
+    const records = Array.from({ length: o.batch }, (_, j) => {
+      const e = pool[(s * o.batch + j) % pool.length]!;
+      return eventRecord({ ...e, event_id: `base-${s}-${j}` }, at);
+    });
+    const values = await codec.encode(EVENTS_TOPIC, records);
+    const messages = records.map((r, i) => ({ key: eventKey(r.tenant_id, r.user_id), value: values[i] }));
     await producer.send({ topic, acks: -1, messages });
     return performance.now() - t;
   };

@@ -45,8 +45,8 @@ const recentLogs = (): string => `recent adapter log:\n  ${logLines.slice(-15).j
 class WireCapture implements SchemaCodec {
   readonly decoded: Buffer[] = [];
   constructor(readonly inner: SchemaCodec) {}
-  encode<T>(topic: Topic<T>, value: T): Promise<Buffer> {
-    return this.inner.encode(topic, value);
+  encode<T>(topic: Topic<T>, values: readonly T[]): Promise<Buffer[]> {
+    return this.inner.encode(topic, values);
   }
   decode<T>(topic: Topic<T>, bytes: Buffer, writerVersion?: number): Promise<T> {
     this.decoded.push(Buffer.from(bytes));
