@@ -11,7 +11,7 @@
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { Command } from 'commander';
-import { compare, incomparable, unmatched, type Results } from './lib/compare';
+import { compare, incomparable, speedNote, unmatched, type Results } from './lib/compare';
 
 const program = new Command('bench:compare')
   .argument('<results>', 'a run: bench/results/<name>.json')
@@ -39,6 +39,8 @@ if (why) {
 const fmt = (n: number) => (Math.abs(n) >= 100 ? Math.round(n).toLocaleString('en') : n.toPrecision(3));
 const changes = compare(before, after, tolerance);
 console.log(`${program.args[0]} against ${againstFile} (tolerance ${Math.round(tolerance * 100)} %)\n`);
+const speed = speedNote(before, after);
+if (speed) console.log(`Machine speed: ${speed}\n`);
 console.log('| figure | measure | before | after | change | |');
 console.log('|---|---|---|---|---|---|');
 for (const c of changes) {
@@ -58,6 +60,7 @@ if (changes.length === 0) {
 if (bad.length) {
   console.error(`\n${bad.length} figure(s) regressed by more than ${Math.round(tolerance * 100)} %:`);
   for (const c of bad) console.error(`  ${c.figure} ${c.measure}: ${fmt(c.before)} -> ${fmt(c.after)}`);
+  if (speed) console.error(`(machine speed: ${speed})`);
   process.exit(1);
 }
 console.log(

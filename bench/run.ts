@@ -20,7 +20,7 @@ import { accessSync, constants, mkdirSync, readFileSync, writeFileSync } from 'n
 import { delimiter, join } from 'node:path';
 import { renderChart } from './chart';
 import { PROFILES, type Bench, type Profile } from './lib/context';
-import { machineInfo, NoiseSampler, versions } from './lib/machine';
+import { calibrate, machineInfo, NoiseSampler, versions } from './lib/machine';
 import { markdownTable, Results } from './lib/results';
 import { killAllChildren, setServiceOverrides } from './lib/service';
 import { Cleanup, ensureStack, ROOT, stackSettings } from './lib/stack';
@@ -133,6 +133,8 @@ async function main(): Promise<number> {
   const startedAt = new Date();
   progress(`profile ${args.profile.name}, workloads ${args.only.join(', ')}; checking the stack`);
   ensureStack();
+  const calibration = calibrate();
+  progress(`CPU calibration: ${calibration.opsPerS.toLocaleString('en-US')} ops/s (bench/lib/machine.ts)`);
   const stack = stackSettings();
   const cleanup = new Cleanup(stack);
   const tmp = cleanup.dir(`${ROOT}/bench/results/tmp/${cleanup.id}`);
@@ -196,7 +198,7 @@ async function main(): Promise<number> {
     startedAt: startedAt.toISOString(),
     finishedAt: finishedAt.toISOString(),
     seconds: Math.round((finishedAt.getTime() - startedAt.getTime()) / 1000),
-    machine: machineInfo(),
+    machine: { ...machineInfo(), calibration },
     versions: await versions(stack),
     configuration: {
       profile: args.profile,
@@ -219,7 +221,7 @@ async function main(): Promise<number> {
   const n = noise.window(startedAt.getTime());
   const md =
     `# Bench ${args.name} (${args.profile.name} profile), ${startedAt.toISOString()}\n\n` +
-    `${out.machine.cpus} CPUs (${out.machine.cpuModel}), ${out.machine.memoryGb} GB, Node ${out.machine.node}; ` +
+    `${out.machine.cpus} CPUs (${out.machine.cpuModel}, calibration ${calibration.opsPerS.toLocaleString('en-US')} ops/s), ${out.machine.memoryGb} GB, Node ${out.machine.node}; ` +
     `Kafka ${out.versions.kafka}, Redis ${out.versions.redis}, Postgres ${out.versions.postgres}, ClickHouse ${out.versions.clickhouse}. ` +
     `Noise: load average ${n.load1.mean} (max ${n.load1.max}), other engineers' tests used ${n.otherTestsCpuPct.mean}% of the machine on average (max ${n.otherTestsCpuPct.max}%).\n\n` +
     (Object.keys(args.serviceEnv).length

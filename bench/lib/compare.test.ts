@@ -1,4 +1,4 @@
-import { compare, incomparable, unmatched, type Results, type SummaryRow } from './compare';
+import { compare, incomparable, speedNote, unmatched, type Results, type SummaryRow } from './compare';
 
 const row = (what: string, unit: string, value: number, extra: Partial<SummaryRow> = {}): SummaryRow => ({
   workload: 'w',
@@ -71,5 +71,20 @@ describe('bench compare', () => {
     expect(incomparable(run([], 'quick'), run([], 'full'))).toMatch(/profiles differ/);
     expect(incomparable(run([]), { ...run([]), machine: { cpus: 8, memoryGb: 23.5 } })).toMatch(/CPU counts/);
     expect(incomparable(run([]), run([]))).toBeNull();
+  });
+
+  it("says when the machines' CPU calibrations differ, or when one run has none", () => {
+    const at = (opsPerS?: number): Results => ({
+      ...run([]),
+      machine: { cpus: 2, memoryGb: 23.5, ...(opsPerS ? { calibration: { opsPerS } } : {}) },
+    });
+    expect(speedNote(at(100_000), at(110_000))).toBeNull();
+    expect(speedNote(at(100_000), at(86_000))).toBeNull();
+    expect(speedNote(at(100_000), at(45_000))).toMatch(
+      /at 45 % of the committed run's speed \(45,000 against 100,000/,
+    );
+    expect(speedNote(at(100_000), at(130_000))).toMatch(/at 130 % /);
+    expect(speedNote(at(), at(100_000))).toMatch(/^the committed run has no CPU calibration/);
+    expect(speedNote(at(100_000), at())).toMatch(/^this run has no CPU calibration/);
   });
 });

@@ -25,7 +25,7 @@ export interface SummaryRow {
 export interface Results {
   name?: string;
   profile?: string;
-  machine?: { cpus?: number; memoryGb?: number; cpuModel?: string };
+  machine?: { cpus?: number; memoryGb?: number; cpuModel?: string; calibration?: { opsPerS: number } };
   summary: SummaryRow[];
 }
 
@@ -106,4 +106,30 @@ export function incomparable(before: Results, after: Results): string | null {
       return `memory differs: ${m.memoryGb} GB vs ${n.memoryGb} GB`;
   }
   return null;
+}
+
+/** Beyond this difference of the CPU calibrations, the rates are said to have moved with the machine. */
+export const SPEED_TOLERANCE = 0.15;
+
+/**
+ * What the two runs' CPU calibrations (bench/lib/machine.ts) say about the machines' speeds, when
+ * it matters: a run on a machine more than SPEED_TOLERANCE slower or faster, or a run without a
+ * calibration to tell. Null when both were measured at about the same speed. It does not change
+ * which figures regressed: it says which of them may be the machine's.
+ */
+export function speedNote(before: Results, after: Results): string | null {
+  const b = before.machine?.calibration?.opsPerS;
+  const a = after.machine?.calibration?.opsPerS;
+  if (!(typeof b === 'number' && b > 0) || !(typeof a === 'number' && a > 0))
+    return (
+      `${typeof b === 'number' ? 'this run' : 'the committed run'} has no CPU calibration, so a slower ` +
+      'machine cannot be told from a slower Ludus: trust the same-run ratios (the "ratio" rows), not the rates.'
+    );
+  const factor = a / b;
+  if (Math.abs(factor - 1) <= SPEED_TOLERANCE) return null;
+  return (
+    `this machine ran the CPU calibration at ${Math.round(factor * 100)} % of the committed run's speed ` +
+    `(${Math.round(a).toLocaleString('en-US')} against ${Math.round(b).toLocaleString('en-US')} ops/s): ` +
+    'rates and latencies without a same-run baseline move with the machine; the same-run ratios (the "ratio" rows) do not.'
+  );
 }

@@ -18,6 +18,58 @@ export interface MachineInfo {
   hostname: string;
 }
 
+/**
+ * How fast this machine runs a fixed piece of single-threaded JavaScript, so that a comparison of
+ * two runs can tell a slower machine from a slower Ludus (machines of one kind differ by two to
+ * three times: docs/performance.md, issue 19). One operation: a JSON round trip of a fixed
+ * 1.5 KB object, 64 Map insertions and lookups, and the sort of 128 numbers; the median rate of
+ * nine slices of 200 ms. Measured while nothing of the bench runs yet. Back-to-back calibrations
+ * on one machine differ by up to about 15 % (its speed moves too), so only a larger difference
+ * says something (bench/lib/compare.ts `speedNote`).
+ */
+export interface Calibration {
+  opsPerS: number;
+  /** The slices' rates, for the spread. */
+  slices: number[];
+}
+
+export function calibrate(): Calibration {
+  const doc = {
+    tenant_id: 'calibration',
+    events: Array.from({ length: 12 }, (_, i) => ({
+      event_id: `e-${i}`,
+      type: 'match_finished',
+      actor: { user_id: `user-${i * 7}` },
+      occurred_at: '2026-11-28T12:00:00.000Z',
+      attrs: { kills: i, mode: 'ranked', win: i % 2 === 0 },
+    })),
+  };
+  const numbers = Array.from({ length: 128 }, (_, i) => (i * 7919) % 1009);
+  let sink = 0;
+  const op = (): void => {
+    const back = JSON.parse(JSON.stringify(doc)) as typeof doc;
+    const m = new Map<string, number>();
+    for (let i = 0; i < 64; i++) m.set(`${back.tenant_id}:${i}`, i);
+    for (let i = 0; i < 64; i += 3) sink += m.get(`${back.tenant_id}:${i}`) ?? 0;
+    sink += numbers.slice().sort((a, b) => a - b)[64]!;
+  };
+  const slice = (ms: number): number => {
+    let n = 0;
+    const start = performance.now();
+    const end = start + ms;
+    while (performance.now() < end) {
+      for (let i = 0; i < 20; i++) op();
+      n += 20;
+    }
+    return n / ((performance.now() - start) / 1000);
+  };
+  slice(300); // the JIT's warm-up
+  const slices = Array.from({ length: 9 }, () => Math.round(slice(200)));
+  if (sink === -1) slices.push(0); // keeps `sink` (and the work) alive
+  const sorted = [...slices].sort((a, b) => a - b);
+  return { opsPerS: sorted[4]!, slices };
+}
+
 export function machineInfo(): MachineInfo {
   return {
     cpus: os.cpus().length,
