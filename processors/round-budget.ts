@@ -3,24 +3,30 @@
  * about `maxRoundMs` at most (the framework's `maxRoundMs` option; the embedded shape sets it).
  *
  * The estimate is a time per record, learnt from the rounds' times. A round's time is a fixed part
- * (its transaction's statements, the offsets, the commit: 15-60 ms in the embedded shape) plus a
- * part per record, so a small round's time per record overstates what one more record costs: a
- * round of one record that took 30 ms says "30 ms per record", while a round of 400 records took
- * 150 ms (0.4 ms per record including its share of the fixed part). A moving average of every
- * round's time per record therefore learnt from a quiet spell (rounds of one record) that rounds
- * must stay under about 25 records, and when load arrived it took about a dozen rounds to let them
- * grow, while the backlog, and the time from acceptance to a visible rank, grew for one to two
- * seconds (docs/performance.md, issue 19, fifteenth pass).
+ * (its transaction's statements, the offsets, the commit: 15-60 ms in the embedded shape, more
+ * while the gateways share the thread) plus a part per record, so any round's time per record is
+ * an upper bound of what one more record costs: a round of one record that took 30 ms says "at
+ * most 30 ms per record", a round of 400 records that took 150 ms "at most 0.4 ms".
  *
- * So the rounds teach two things. A round that took at least a quarter of `maxRoundMs` is mostly
- * per-record time: it moves the moving average up or down. A shorter round only bounds the time
- * per record from above (its fixed part is not zero): it lowers the estimate to its own time per
- * record when that is lower, and never raises it. A round that overran the bound (the estimate was
- * too low: its records got slower, or a short round of cheap records lowered it) raises the
- * estimate at once to its own time per record, so the next round fits again.
+ * So a round within the bound only ever lowers the estimate, to its own time per record when that
+ * is lower. Rounds sized by that estimate then grow as fast as their fixed part is spread over
+ * more records, and under a steady cost they settle where a round takes about `maxRoundMs`, from
+ * below. A round that overran the bound (records got slower, or a round of cheap records, such as
+ * duplicates, lowered the estimate) raises it at once to its own time per record, so the next round
+ * fits again.
+ *
+ * Before the estimate exists, a round shorter than a quarter of the bound teaches nothing: its
+ * fixed part is most of it. A quiet spell (rounds of one record) therefore leaves the rounds
+ * bounded by `roundCap` alone, and load that arrives afterwards is taken as it comes; the first
+ * round that takes a quarter of the bound, or overruns it, sets the estimate.
+ *
+ * History (docs/performance.md, issue 19): a moving average of every round's time per record learnt
+ * from a quiet spell that rounds must stay under about 25 records (fifteenth pass); with short
+ * rounds ignored, the first slow rounds of a cold process still taught 2-6 ms per record, and the
+ * average let the rounds grow back over about 30 rounds while a backlog built (eighteenth pass).
  */
 export class RoundBudget {
-  /** Milliseconds per record (0 until a round has been timed: no bound but `roundCap`). */
+  /** Milliseconds per record (0 until a round has taught one: no bound but `roundCap`). */
   private msPerRecord = 0;
 
   constructor(
@@ -39,9 +45,8 @@ export class RoundBudget {
   /** Learns from a round of `records` records that held the store for `ms`. */
   timed(ms: number, records: number): void {
     const perRecord = ms / Math.max(1, records);
-    if (this.msPerRecord === 0 || ms > this.maxRoundMs)
-      this.msPerRecord = Math.max(this.msPerRecord, perRecord);
-    else if (ms >= this.maxRoundMs / 4) this.msPerRecord = 0.7 * this.msPerRecord + 0.3 * perRecord;
-    else this.msPerRecord = Math.min(this.msPerRecord, perRecord);
+    if (ms > this.maxRoundMs) this.msPerRecord = Math.max(this.msPerRecord, perRecord);
+    else if (this.msPerRecord > 0) this.msPerRecord = Math.min(this.msPerRecord, perRecord);
+    else if (ms >= this.maxRoundMs / 4) this.msPerRecord = perRecord;
   }
 }
