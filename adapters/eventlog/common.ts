@@ -1,37 +1,7 @@
 /**
- * Pieces shared by both event-log adapters: the key partitioner, the logger hook, retry backoff.
+ * Pieces shared by the event-log adapters: the logger hook, retry backoff (the key partitioner is
+ * partitioner.ts).
  */
-import { Partitioners } from 'kafkajs';
-
-/**
- * The one partitioner of the event log, used by both adapters: kafkajs's DefaultPartitioner
- * (murmur2 of the UTF-8 key, made positive, mod the partition count; the Java client's algorithm).
- * The Kafka producer partitions with the very same function, so `partitionFor` agrees with where
- * Kafka puts a record, and the local log places every key in the same partition as Kafka would.
- */
-const kafkajsPartitioner = Partitioners.DefaultPartitioner();
-const metadataCache = new Map<number, Parameters<typeof kafkajsPartitioner>[0]['partitionMetadata']>();
-
-export function partitionForKey(key: string, partitions: number): number {
-  if (!Number.isInteger(partitions) || partitions < 1)
-    throw new Error(`invalid partition count: ${partitions}`);
-  let metadata = metadataCache.get(partitions);
-  if (!metadata) {
-    // Only the length (and a non-negative leader) matters to a keyed message.
-    metadata = Array.from({ length: partitions }, (_, partitionId) => ({
-      partitionErrorCode: 0,
-      partitionId,
-      leader: 0,
-      replicas: [0],
-      isr: [0],
-      offlineReplicas: [],
-    }));
-    metadataCache.set(partitions, metadata);
-  }
-  // The topic name only seeds the round-robin counter used for unkeyed messages: irrelevant here.
-  return kafkajsPartitioner({ topic: '', partitionMetadata: metadata, message: { key, value: null } });
-}
-
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
 /**
  * Where the adapters (and kafkajs, through them) write their diagnostics. The composition root

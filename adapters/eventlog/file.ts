@@ -52,13 +52,8 @@ import { Mutex } from '../../shared/mutex';
 import type { Topic } from '../../schemas/topics';
 import type { AppendRecord, Consumer, ConsumerHandlers, ConsumerOptions, EventLog, LogRecord } from './types';
 import { PlainAvroCodec, encodeRecords, type SchemaCodec } from './codec';
-import {
-  defaultLogger,
-  errorMessage,
-  partitionForKey,
-  type BackoffOptions,
-  type EventLogLogger,
-} from './common';
+import { defaultLogger, errorMessage, type BackoffOptions, type EventLogLogger } from './common';
+import { partitionForKey } from './partitioner';
 import { LocalGroups, type PartitionSource } from './groups';
 
 /** A record as the SQL log (002_event_log) held it, for the one-time import of an older data directory. */

@@ -2,8 +2,9 @@
  * KafkaEventLog: the distributed shape's event log, on Apache Kafka through kafkajs.
  *
  * Producer: idempotent (`idempotent: true, maxInFlightRequests: 1`, acks = all), keyed records,
- * kafkajs's DefaultPartitioner (murmur2, Java-compatible; `partitionFor` runs the same function,
- * see common.ts). Values are Avro in the Confluent wire format (codec.ts, RegistryAvroCodec).
+ * partitioned by murmur2 of the key as Kafka's Java client and kafkajs's DefaultPartitioner do
+ * (partitioner.ts; `partitionFor` runs the same function). Values are Avro in the Confluent wire
+ * format (codec.ts, RegistryAvroCodec).
  *
  * Consumer: one kafkajs consumer per `consume` call, in group `opts.group`, `eachBatch` with
  * `eachBatchAutoResolve: false` and `autoCommit: false`. The consumer's own store is the truth for
@@ -28,7 +29,6 @@
 import {
   Kafka,
   logLevel as KafkaLogLevel,
-  Partitioners,
   type Admin,
   type Consumer as KafkaConsumer,
   type EachBatchPayload,
@@ -52,12 +52,12 @@ import {
   chunk,
   defaultLogger,
   errorMessage,
-  partitionForKey,
   Signal,
   sleepUnless,
   type BackoffOptions,
   type EventLogLogger,
 } from './common';
+import { createKeyPartitioner, partitionForKey } from './partitioner';
 
 export interface KafkaConsumerTuning {
   /** Group session timeout. Default 10000 ms (the broker's minimum is usually 6000). */
@@ -133,7 +133,7 @@ export class KafkaEventLog implements EventLog {
       idempotent: true,
       maxInFlightRequests: 1,
       allowAutoTopicCreation: false,
-      createPartitioner: Partitioners.DefaultPartitioner,
+      createPartitioner: createKeyPartitioner,
     });
   }
 

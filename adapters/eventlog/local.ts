@@ -29,7 +29,8 @@ import type { Sql } from '../sql/types';
 import type { Topic } from '../../schemas/topics';
 import type { AppendRecord, Consumer, ConsumerHandlers, ConsumerOptions, EventLog, LogRecord } from './types';
 import { PlainAvroCodec, encodeRecords, type SchemaCodec } from './codec';
-import { chunk, defaultLogger, partitionForKey, type BackoffOptions, type EventLogLogger } from './common';
+import { chunk, defaultLogger, type BackoffOptions, type EventLogLogger } from './common';
+import { partitionForKey } from './partitioner';
 import { LocalGroups, type PartitionSource } from './groups';
 import type { FileEventLogOptions } from './file';
 
