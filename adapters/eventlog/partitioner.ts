@@ -51,7 +51,12 @@ function murmur2Bytes(data: Buffer, length: number): number {
 export function partitionForKey(key: string, partitions: number): number {
   if (!Number.isInteger(partitions) || partitions < 1)
     throw new Error(`invalid partition count: ${partitions}`);
-  return (murmur2(key) & 0x7fffffff) % partitions;
+  return toPartition(murmur2(key), partitions);
+}
+
+/** Kafka's step from a hash to a partition: made positive (not the absolute value), then modulo. */
+function toPartition(hash: number, partitions: number): number {
+  return (hash & 0x7fffffff) % partitions;
 }
 
 /**
@@ -67,5 +72,5 @@ export const createKeyPartitioner: ICustomPartitioner =
       throw new Error('event log records need a key to be partitioned');
     const hash =
       typeof message.key === 'string' ? murmur2(message.key) : murmur2Bytes(message.key, message.key.length);
-    return (hash & 0x7fffffff) % partitionMetadata.length;
+    return toPartition(hash, partitionMetadata.length);
   };
