@@ -197,23 +197,41 @@ export function scalingRules(k: number): object[] {
   }));
 }
 
+/** One score increment: the board's window `${tenant}:${board}:${window}` and the user. */
+export interface ScoreEffect {
+  /** Index of the event in the list given to `expectedEffects`. */
+  event: number;
+  tenant: string;
+  board: string;
+  window: string;
+  user: string;
+  points: number;
+}
+
+/** One credit of an earning rule (a ledger row, a balance change and its cap usage). */
+export interface CreditEffect {
+  event: number;
+  tenant: string;
+  user: string;
+  amount: number;
+  rule: string;
+  ref: string;
+}
+
 /**
- * What the pipeline does to the rank index and the ledger for these events, for the baseline:
- * score increments per (board key, user) in event order, and one ledger row per credit.
+ * What the pipeline does to the rank index and the ledger for these events, for the baselines:
+ * score increments per (board window, user) in event order, and one credit per ledger row.
  * Mirrors the standard or the scaling definitions (no caps other than the daily login bonus).
  */
 export function expectedEffects(
   events: BenchEvent[],
   shape: { kind: 'standard' } | { kind: 'scaling'; k: number },
   windowKeys: { weekly: string; monthly: string },
-): {
-  zincr: Array<[board: string, user: string, points: number]>;
-  ledger: Array<{ tenant: string; user: string; amount: number; ref: string }>;
-} {
-  const zincr: Array<[string, string, number]> = [];
-  const ledger: Array<{ tenant: string; user: string; amount: number; ref: string }> = [];
+): { zincr: ScoreEffect[]; ledger: CreditEffect[] } {
+  const zincr: ScoreEffect[] = [];
+  const ledger: CreditEffect[] = [];
   const loginSeen = new Set<string>();
-  for (const e of events) {
+  events.forEach((e, event) => {
     const a = e.attrs as {
       mode?: string;
       kills?: number;
@@ -221,32 +239,30 @@ export function expectedEffects(
       amount?: number;
       variant?: number;
     };
+    const score = (board: string, window: string, points: number) =>
+      zincr.push({ event, tenant: e.tenant, board, window, user: e.user, points });
+    const credit = (rule: string, amount: number) =>
+      ledger.push({ event, tenant: e.tenant, user: e.user, amount, rule, ref: e.event_id });
     if (shape.kind === 'standard') {
       if (e.type === 'match_finished') {
-        if (a.mode === 'ranked')
-          zincr.push([
-            `${e.tenant}:kills:${windowKeys.weekly}`,
-            e.user,
-            a.kills! * 10 + Math.max(a.assists!, 0),
-          ]);
-        zincr.push([`${e.tenant}:matches:all_time`, e.user, 1]);
+        if (a.mode === 'ranked') score('kills', windowKeys.weekly, a.kills! * 10 + Math.max(a.assists!, 0));
+        score('matches', 'all_time', 1);
       } else if (e.type === 'purchase') {
-        zincr.push([`${e.tenant}:spend:${windowKeys.monthly}`, e.user, a.amount!]);
-        ledger.push({ tenant: e.tenant, user: e.user, amount: a.amount!, ref: e.event_id });
+        score('spend', windowKeys.monthly, a.amount!);
+        credit('purchase', a.amount!);
       } else {
         const k = `${e.tenant}\u0000${e.user}`;
         if (!loginSeen.has(k)) {
           loginSeen.add(k);
-          ledger.push({ tenant: e.tenant, user: e.user, amount: 10, ref: e.event_id });
+          credit('login', 10);
         }
       }
     } else {
       if (e.type === 'match_finished')
-        zincr.push([`${e.tenant}:b${a.variant}:all_time`, e.user, a.kills! * 10 + Math.max(a.assists!, 0)]);
-      else if (e.type === 'purchase')
-        ledger.push({ tenant: e.tenant, user: e.user, amount: a.amount!, ref: e.event_id });
+        score(`b${a.variant}`, 'all_time', a.kills! * 10 + Math.max(a.assists!, 0));
+      else if (e.type === 'purchase') credit(`r${a.variant}`, a.amount!);
     }
-  }
+  });
   return { zincr, ledger };
 }
 
