@@ -39,6 +39,7 @@ import type { Logger } from '../../shared/logger';
 import type { Authenticator } from '../../http/auth/authenticator';
 import { ApiError, errors } from '../../http/errors';
 import { rawHttpResponse } from '../../http/gateway';
+import { groupBy } from '../../shared/group-by';
 
 export interface LiveOptions {
   throttleMs: number;
@@ -448,9 +449,10 @@ export function attachLiveLeaderboards(
     if (rechecking || conns.size === 0) return;
     rechecking = true;
     void (async () => {
-      const byTenant = new Map<string, Conn[]>();
-      for (const c of conns)
-        if (!c.closing) byTenant.set(c.tenantId, [...(byTenant.get(c.tenantId) ?? []), c]);
+      const byTenant = groupBy(
+        [...conns].filter((c) => !c.closing),
+        (c) => c.tenantId,
+      );
       for (const [tenantId, list] of byTenant) {
         let t: TenantSecrets | null;
         try {

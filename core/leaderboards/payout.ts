@@ -12,6 +12,7 @@ import { itemsForRank } from '../rewards/configs';
 import { grantFromConfig } from '../rewards/from-config';
 import type { Granter } from '../rewards/grant';
 import { mergeReports } from './closing';
+import { groupBy } from '../../shared/group-by';
 
 /** What the leaderboard payout listens to. */
 export function payoutReactions(granter: Granter): Reactions {
@@ -29,12 +30,7 @@ export function payoutReactions(granter: Granter): Reactions {
 
 /** Final ranks grouped by window (a close emits one window's), each group in rank order. */
 function byWindow(ranks: readonly RankFinalized[]): RankFinalized[][] {
-  const groups = new Map<string, RankFinalized[]>();
-  for (const r of ranks) {
-    const k = `${r.tenant_id}\u0000${r.leaderboard_id}\u0000${r.window_key}`;
-    groups.set(k, [...(groups.get(k) ?? []), r]);
-  }
-  return [...groups.values()];
+  return [...groupBy(ranks, (r) => `${r.tenant_id}\u0000${r.leaderboard_id}\u0000${r.window_key}`).values()];
 }
 
 /** Pays one window's final ranks through the one grant-from-config path. */

@@ -311,7 +311,9 @@ export class EarningRules {
         matches: c.matches,
         amount: c.amount,
       };
-      byTenant.set(row.tenant_id, [...(byTenant.get(row.tenant_id) ?? []), rule]);
+      const rules = byTenant.get(row.tenant_id);
+      if (rules) rules.push(rule);
+      else byTenant.set(row.tenant_id, [rule]);
     }
     return byTenant;
   }

@@ -6,6 +6,7 @@
 import { mayHave } from '../definitions/presence';
 import type { Queryable } from '../../adapters/sql/types';
 import type { FactBus, Reactions, TierChanged, WalletMoved } from '../facts';
+import { groupBy } from '../../shared/group-by';
 
 export interface Tier {
   tier_id: string;
@@ -85,12 +86,7 @@ export function tierReactions(facts: FactBus): Reactions {
 export function byTenantCurrency<T extends { tenant_id: string; currency_id: string }>(
   facts: readonly T[],
 ): T[][] {
-  const groups = new Map<string, T[]>();
-  for (const c of facts) {
-    const k = `${c.tenant_id}\u0000${c.currency_id}`;
-    groups.set(k, [...(groups.get(k) ?? []), c]);
-  }
-  return [...groups.values()];
+  return [...groupBy(facts, (c) => `${c.tenant_id}\u0000${c.currency_id}`).values()];
 }
 
 /** Moves a user's tier to the one its lifetime earnings reach; the change, or null when none. */

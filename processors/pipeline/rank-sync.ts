@@ -138,8 +138,11 @@ export class RankSync {
       if (min !== undefined && r.score < min) {
         const b = boardKey(r);
         // A member the index would refuse cannot be in it: nothing to remove.
-        if (splitRefused([r.user_id], checkMember).accepted.length)
-          drop.set(b, [...(drop.get(b) ?? []), r.user_id]);
+        if (splitRefused([r.user_id], checkMember).accepted.length) {
+          const users = drop.get(b);
+          if (users) users.push(r.user_id);
+          else drop.set(b, [r.user_id]);
+        }
       } else keep.push(toUpdate(r));
     }
     const updates = this.acceptable(keep, partition);

@@ -36,6 +36,7 @@ import {
   type StepEffect,
   type StepReport,
 } from './step';
+import { groupBy } from '../../shared/group-by';
 
 /** A window the batch writes to: its row and its id (`windowId`). */
 interface BatchWindow {
@@ -102,14 +103,12 @@ export class ScoringStep implements PipelineStep<Scorers> {
       batch.tenants,
       (t) => batch.definitions?.get(t)?.versions.leaderboards,
       async (tenants) => {
-        const byTenant: Scorers = new Map();
-        for (const b of await activeBoards(q, tenants)) {
-          const s = this.compiled.get(`${b.tenant_id}\u0000${b.leaderboard_id}\u0000${b.version}`, () =>
+        const scorers = (await activeBoards(q, tenants)).map((b) =>
+          this.compiled.get(`${b.tenant_id}\u0000${b.leaderboard_id}\u0000${b.version}`, () =>
             compileScorer(b),
-          );
-          byTenant.set(b.tenant_id, [...(byTenant.get(b.tenant_id) ?? []), s]);
-        }
-        return byTenant;
+          ),
+        );
+        return groupBy(scorers, (s) => s.board.tenant_id);
       },
     );
   }
