@@ -76,23 +76,30 @@ export class BatchState<R extends object> {
     return id;
   }
 
-  /** Unique keys in key order (code-unit order of their identities). */
-  private ordered<T extends Partial<R>>(items: readonly T[]): T[] {
+  /** Unique keys, in their first occurrence's order. */
+  private unique<T extends Partial<R>>(items: readonly T[]): T[] {
     const byId = new Map<string, T>();
-    for (const x of items) byId.set(this.id(x), x);
-    return [...byId.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, x]) => x);
+    for (const x of items) {
+      const id = this.id(x);
+      if (!byId.has(id)) byId.set(id, x);
+    }
+    return [...byId.values()];
   }
 
   /**
    * The stored rows of these keys (absent keys are missing from the map), locked FOR UPDATE in key
    * order until the transaction ends. Keys may repeat. Returns rows by `id`.
+   *
+   * The statement's ORDER BY sets the lock order (Postgres locks the rows after sorting them), so
+   * the keys are sent unsorted: sorting them here too cost a sort of every batch's keys per table
+   * (docs/performance.md, issue 19, nineteenth pass).
    */
   async lock(q: Queryable, keys: readonly Partial<R>[]): Promise<Map<string, R>> {
     if (keys.length === 0) return new Map();
-    const sorted = this.ordered(keys);
+    const unique = this.unique(keys);
     const r = await q.query<Record<string, unknown>>(
       this.lockSql,
-      this.spec.keys.map((c) => sorted.map((k) => (k as Record<string, unknown>)[c.column])),
+      this.spec.keys.map((c) => unique.map((k) => (k as Record<string, unknown>)[c.column])),
     );
     return new Map(
       r.rows.map((row) => {

@@ -1,6 +1,7 @@
 /**
- * The batch-state helper (./batch-state.ts): the statements it sends (keys locked in key order,
- * one set-based upsert in key order) and what they do on a real store (PGlite).
+ * The batch-state helper (./batch-state.ts): the statements it sends (keys locked in the ORDER BY
+ * of the key columns, one set-based upsert in key order) and what they do on a real store (PGlite;
+ * the lock order between two transactions on Postgres: tests/contract/batch-state-locks.test.ts).
  */
 import type { Queryable, Sql } from '../../adapters/sql/types';
 import { openTestPglite } from '../../tests/support/stack';
@@ -42,7 +43,7 @@ function recorder(): Queryable & { calls: Array<{ text: string; params: unknown[
 }
 
 describe('BatchState: the statements', () => {
-  it('locks the keys once each, sorted, and FOR UPDATE in the ORDER BY of the key columns', async () => {
+  it('locks the keys once each (in their first order: the ORDER BY of the key columns sets the lock order)', async () => {
     const q = recorder();
     await spec().lock(q, [
       { tenant_id: 't', user_id: 'b', period: 'day:2' },
@@ -58,9 +59,9 @@ describe('BatchState: the statements', () => {
     );
     expect(text).toMatch(/ORDER BY s\.tenant_id, s\.user_id, s\.period FOR UPDATE OF s$/);
     expect(params).toEqual([
-      ['s', 't', 't', 't'],
-      ['z', 'a', 'a', 'b'],
-      ['day:1', 'day:1', 'week:1', 'day:2'],
+      ['t', 't', 's', 't'],
+      ['b', 'a', 'z', 'a'],
+      ['day:2', 'week:1', 'day:1', 'day:1'],
     ]);
   });
 
