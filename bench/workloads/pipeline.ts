@@ -164,7 +164,7 @@ const COPIES: Record<BaselineRows, string[]> = {
  * - `stored`: every row the pipeline stores, one transaction per 4,000 events (the pipeline's
  *   round cap): the dedupe rows, the score rows (upserted: sum, count and latest time per board
  *   window and user), the ledger rows, the balances and the cap-usage rows of the day and the
- *   week (upserted, added), each in key order.
+ *   week (upserted, added); the upserted rows go in key order.
  */
 export async function directBaseline(
   b: Bench,
@@ -183,8 +183,7 @@ export async function directBaseline(
   redisS: number;
   pgS: number;
 }> {
-  const wk = windowKeys(events[0]!.occurred_at);
-  const fx = expectedEffects(events, shape, wk);
+  const fx = expectedEffects(events, shape, windowKeys(events[0]!.occurred_at));
   const redis = new Redis(b.stack.redisUrl);
   const sql = new PgSql({ url: b.stack.pgUrl, schema: d.schema, max: 1 });
   try {
@@ -490,6 +489,12 @@ async function distributedDrain(b: Bench, N: number, redis: Redis): Promise<void
       value: figure(storedBaselines.map((r) => r.eventsPerS)),
     },
   });
+  stored.targets = [
+    {
+      text: '≥50% of the direct writes of the same effects',
+      met: drain.median >= 0.5 * stored.baseline!.value.median,
+    },
+  ];
   // The drain per CPU-second of the processor process (user + system time from /proc over the
   // drain): it moves far less than the rate with the machine's other load (Postgres, Kafka and
   // the other runs share the cores), so two commits compare better by it.
@@ -502,12 +507,6 @@ async function distributedDrain(b: Bench, N: number, redis: Redis): Promise<void
       unit: 'events/CPU-s',
       value: figure(perCpu),
     });
-  stored.targets = [
-    {
-      text: '≥50% of the direct writes of the same effects',
-      met: drain.median >= 0.5 * stored.baseline!.value.median,
-    },
-  ];
   b.peaks.pipelineDistributed = row.value.median;
 }
 
