@@ -4,7 +4,11 @@
  * Producer: idempotent (`idempotent: true, maxInFlightRequests: 1`, acks = all), keyed records,
  * partitioned by murmur2 of the key as Kafka's Java client and kafkajs's DefaultPartitioner do
  * (partitioner.ts; `partitionFor` runs the same function). Values are Avro in the Confluent wire
- * format (codec.ts, RegistryAvroCodec).
+ * format (codec.ts, RegistryAvroCodec). Appends go through a group commit (group-commit.ts): the
+ * appends that arrive while a produce request is in flight go together in the next one (up to
+ * MAX_GROUP_BYTES), and each resolves only when that request is acknowledged by every in-sync
+ * replica; a failed request rejects every append it carried (the callers answer 503, retry, and
+ * the pipeline's dedupe makes a repeated event harmless), as a failed single append always did.
  *
  * Consumer: one kafkajs consumer per `consume` call, in group `opts.group`, `eachBatch` with
  * `eachBatchAutoResolve: false` and `autoCommit: false`. The consumer's own store is the truth for
@@ -58,6 +62,21 @@ import {
   type EventLogLogger,
 } from './common';
 import { createKeyPartitioner, partitionForKey } from './partitioner';
+import { GroupCommit } from './group-commit';
+import { groupBy } from '../../shared/group-by';
+
+/**
+ * Bytes (keys and values) of the appends one produce request carries at most. Appends are merged
+ * only up to this, well below the broker's default limit of about 1 MiB per partition's batch; a
+ * larger single append is sent alone, as before.
+ */
+const MAX_GROUP_BYTES = 256 * 1024;
+
+/** An append waiting for its produce request (KafkaEventLog.append). */
+interface PendingAppend {
+  topic: string;
+  messages: Array<{ key: string; value: Buffer }>;
+}
 
 export interface KafkaConsumerTuning {
   /** Group session timeout. Default 10000 ms (the broker's minimum is usually 6000). */
@@ -110,6 +129,10 @@ export class KafkaEventLog implements EventLog {
   private closed = false;
   /** The last connection error kafkajs reported (it retries by itself): the reason of a timeout. */
   private lastConnectionError: string | undefined;
+  private readonly appends = new GroupCommit<PendingAppend>({
+    maxBytes: MAX_GROUP_BYTES,
+    flush: (group) => this.sendGroup(group),
+  });
 
   constructor(private readonly opts: KafkaEventLogOptions) {
     if (!opts.brokers?.length) throw new Error('KafkaEventLog: at least one broker is required');
@@ -243,9 +266,25 @@ export class KafkaEventLog implements EventLog {
     if (records.length === 0) return;
     await this.connect();
     const values = await encodeRecords(this.codec, topic, topic.name, records);
-    const messages = records.map((r, i) => ({ key: r.key, value: values[i] }));
+    let bytes = 0;
+    const messages = records.map((r, i) => {
+      bytes += values[i].length + r.key.length;
+      return { key: r.key, value: values[i] };
+    });
+    await this.appends.submit({ topic: this.physicalName(topic), messages }, bytes);
+  }
+
+  /** One produce request for a group of appends (group-commit.ts), in the order they came. */
+  private async sendGroup(group: PendingAppend[]): Promise<void> {
+    const byTopic = groupBy(group, (a) => a.topic);
     // acks -1: every in-sync replica has it; kafkajs rejects (never drops) on failure.
-    await this.producer.send({ topic: this.physicalName(topic), acks: -1, messages });
+    await this.producer.sendBatch({
+      acks: -1,
+      topicMessages: [...byTopic].map(([topic, as]) => ({
+        topic,
+        messages: as.length === 1 ? as[0].messages : as.flatMap((a) => a.messages),
+      })),
+    });
   }
 
   async consume<T>(topic: Topic<T>, opts: ConsumerOptions, handlers: ConsumerHandlers<T>): Promise<Consumer> {

@@ -24,6 +24,7 @@ import type { Batch, Consumer, ConsumerHandlers, EventLog } from '../../adapters
 import type { PgSql } from '../../adapters/sql/pg';
 import type { Queryable, Sql } from '../../adapters/sql/types';
 import { EVENTS_TOPIC, eventKey, type EventRecord, type Topic } from '../../schemas/topics';
+import { groupBy } from '../../shared/group-by';
 import { dropTestPg, openTestPg, openTestPglite, stack, uniqueName } from '../support/stack';
 import { waitFor } from '../support/wait';
 
@@ -470,6 +471,17 @@ describe.each(variants)('EventLog contract [%s]', (_name, open) => {
       expect(offsets).toEqual(offsets.map((_, i) => i));
     }
     expect(c.resumeCalls[0].partitions.sort()).toEqual([0, 1, 2, 3]);
+  });
+
+  it('takes many concurrent appends (one per request, merged by the log), each record once and each append in order', async () => {
+    const { log, group } = await setup();
+    const records = makeRecords(600, 60);
+    // One append per key, all at once: the logs with group commit (file, Kafka) merge them.
+    await Promise.all([...groupBy(records, (r) => r.key).values()].map((list) => log.append(TOPIC, list)));
+    const c = new StoreConsumer(env.sql, log, group);
+    await consume(log, group, c, 100);
+    await allApplied(group, records.length);
+    expectExactlyOnceInKeyOrder(await applied(env.sql, group), records, log);
   });
 
   it('endOffsets and partitionFor agree with where the records landed', async () => {
