@@ -64,6 +64,13 @@ describe('loadConfig', () => {
     ).toMatchObject({ pipelineTransactions: 0, pipelineRoundRecords: 500, pipelineGatherMs: 0 });
   });
 
+  it('warms the ingest gateway up for 2 s with Kafka and not with the embedded event logs, unless told', () => {
+    expect(loadConfig({})).toMatchObject({ ingestWarmUpMs: 0 });
+    expect(loadConfig(distributed)).toMatchObject({ ingestWarmUpMs: 2000 });
+    expect(loadConfig({ ...distributed, LUDUS_INGEST_WARM_UP_MS: '0' })).toMatchObject({ ingestWarmUpMs: 0 });
+    expect(() => loadConfig({ LUDUS_INGEST_WARM_UP_MS: '2s' })).toThrow(/^LUDUS_INGEST_WARM_UP_MS:/);
+  });
+
   it('bounds rounds at 700 ms on PGlite and not on Postgres, and warms the pipeline up for 2 s on PGlite and 5 s on Postgres, unless told', () => {
     expect(loadConfig({})).toMatchObject({ pipelineRoundMs: 700, pipelineWarmUpMs: 2000 });
     expect(loadConfig(distributed)).toMatchObject({ pipelineRoundMs: 0, pipelineWarmUpMs: 5000 });

@@ -18,6 +18,7 @@ import { webhookRetentionJob } from '../dispatcher/retention';
 import { startProcessor } from '../processors/framework';
 import { pipelineProcessor } from '../processors/pipeline/pipeline';
 import { warmUp } from '../processors/warm-up';
+import { warmUpIngest } from '../ingest/warm-up';
 import { EVENTS_TOPIC } from '../schemas/topics';
 import type { Role } from './config';
 import { closingDeps, type AppContext } from './context';
@@ -94,6 +95,11 @@ export async function startRoles(ctx: AppContext, roles: Role[] = ctx.config.rol
     };
     if (roles.includes('ingest')) {
       await ctx.adapters.eventLog.ensureTopic(EVENTS_TOPIC);
+      // Like the pipeline's: the gateway warms up before it listens (a readiness probe waits).
+      await warmUpIngest(
+        { eventLog: ctx.adapters.eventLog, log, now: () => ctx.clock.now() },
+        { budgetMs: config.ingestWarmUpMs },
+      );
       await serve('ingest', config.ports.ingest);
     }
     if (roles.includes('api')) {

@@ -11,6 +11,11 @@ export interface Topic<T> {
   readonly partitions: number;
   /** Avro record schemas, oldest first; the last one is the writer schema. */
   readonly schemas: readonly object[];
+  /**
+   * Kafka: the topic's `retention.ms` when ensureTopic creates it (default: the broker's). The
+   * embedded logs keep every topic for their own retention (LUDUS_EVENT_LOG_RETENTION_HOURS).
+   */
+  readonly retentionMs?: number;
   /** Type witness only: never read at run time. */
   readonly _type?: T;
 }
@@ -34,6 +39,17 @@ export const EVENTS_TOPIC: Topic<EventRecord> = {
   name: 'ludus.events',
   partitions: 8,
   schemas: [eventV1],
+};
+
+/**
+ * The synthetic events of the ingest gateway's warm-up (ingest/warm-up.ts): the events' schema and
+ * partitions, no consumer, kept an hour on Kafka.
+ */
+export const WARM_UP_TOPIC: Topic<EventRecord> = {
+  name: 'ludus.warm-up',
+  partitions: EVENTS_TOPIC.partitions,
+  schemas: EVENTS_TOPIC.schemas,
+  retentionMs: 3600_000,
 };
 
 /** The partition key of an event: every event of one user of one tenant stays in order. */

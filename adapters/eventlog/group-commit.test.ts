@@ -49,7 +49,13 @@ describe('GroupCommit', () => {
     const f = gatedFlush();
     const gc = new GroupCommit<string>({ maxBytes: 100, flush: f.flush });
     const all = [gc.submit('first', 1)];
-    all.push(gc.submit('x1', 40), gc.submit('x2', 40), gc.submit('x3', 40), gc.submit('huge', 500), gc.submit('y', 1));
+    all.push(
+      gc.submit('x1', 40),
+      gc.submit('x2', 40),
+      gc.submit('x3', 40),
+      gc.submit('huge', 500),
+      gc.submit('y', 1),
+    );
     for (let i = 0; i < 5; i++) await f.release();
     await Promise.all(all);
     expect(f.groups).toEqual([['first'], ['x1', 'x2'], ['x3'], ['huge'], ['y']]);

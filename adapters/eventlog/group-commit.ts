@@ -66,7 +66,8 @@ export class GroupCommit<T> {
   private take(): Queued<T>[] {
     let bytes = this.queue[0].bytes;
     let n = 1;
-    while (n < this.queue.length && bytes + this.queue[n].bytes <= this.o.maxBytes) bytes += this.queue[n++].bytes;
+    while (n < this.queue.length && bytes + this.queue[n].bytes <= this.o.maxBytes)
+      bytes += this.queue[n++].bytes;
     return this.queue.splice(0, n);
   }
 }

@@ -201,6 +201,9 @@ export class KafkaEventLog implements EventLog {
           topic: name,
           numPartitions: topic.partitions,
           replicationFactor: this.opts.replicationFactor ?? -1,
+          ...(topic.retentionMs !== undefined
+            ? { configEntries: [{ name: 'retention.ms', value: String(topic.retentionMs) }] }
+            : {}),
         },
       ],
       // Not kafkajs's own wait: it gives up on UNKNOWN_TOPIC_OR_PARTITION, which a KRaft broker

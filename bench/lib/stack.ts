@@ -165,8 +165,11 @@ export class Cleanup {
         await admin.disconnect();
       }
       for (const p of topicPrefixes) {
-        for (const q of ['', '?permanent=true']) {
-          await fetch(`${stack.registryUrl}/subjects/${encodeURIComponent(`${p}ludus.events-value`)}${q}`, {
+        for (const [topic, q] of ['ludus.events', 'ludus.warm-up'].flatMap((t) => [
+          [t, ''],
+          [t, '?permanent=true'],
+        ])) {
+          await fetch(`${stack.registryUrl}/subjects/${encodeURIComponent(`${p}${topic}-value`)}${q}`, {
             method: 'DELETE',
             signal: AbortSignal.timeout(10000),
           }).catch(() => undefined);

@@ -75,6 +75,7 @@ export async function startTestApp(
     // No pipeline warm-up (2 s of synthetic work per app start); tests/scenario/warm-up.test.ts
     // covers it.
     LUDUS_PIPELINE_WARM_UP_MS: '0',
+    LUDUS_INGEST_WARM_UP_MS: '0',
     ...shapeEnv(shape),
     ...opts.env,
   };

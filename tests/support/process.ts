@@ -22,6 +22,7 @@ export function childEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
     LUDUS_OPS_PORT: '0',
     // No pipeline warm-up (2 s of synthetic work per start), unless a test asks for it.
     LUDUS_PIPELINE_WARM_UP_MS: '0',
+    LUDUS_INGEST_WARM_UP_MS: '0',
     ...extra,
   };
 }
