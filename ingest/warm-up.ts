@@ -75,30 +75,31 @@ export async function warmUpIngest(
   const fail = (err: unknown) => (failed ??= err instanceof Error ? err.message : String(err));
   await deps.eventLog.ensureTopic(WARM_UP_TOPIC).catch(fail);
   // Each worker stops at its first error or when the budget is spent; none outlives this call.
-  await Promise.all(
-    Array.from({ length: failed === undefined ? CONCURRENCY : 0 }, async () => {
-      try {
-        do {
-          const now = deps.now();
-          const body = JSON.parse(syntheticBody(next++, now)) as { events: unknown[] };
-          if (!validateBulk(body)) throw new Error('a synthetic bulk body failed the bulk schema');
-          const records: EventRecord[] = [];
-          for (const raw of body.events) {
-            const p = parseEvent(raw, { tenantId: WARM_UP_TENANT, principal, now, allowFlat: false });
-            if (!p.ok) throw new Error(`a synthetic event was refused: ${p.reason}`);
-            records.push(p.record);
-          }
-          await deps.eventLog.append(
-            WARM_UP_TOPIC,
-            records.map((r) => ({ key: eventKey(r.tenant_id, r.user_id), value: r })),
-          );
-          events += records.length;
-        } while (performance.now() - started < o.budgetMs && failed === undefined);
-      } catch (err) {
-        fail(err);
-      }
-    }),
-  );
+  if (failed === undefined)
+    await Promise.all(
+      Array.from({ length: CONCURRENCY }, async () => {
+        try {
+          do {
+            const now = deps.now();
+            const body = JSON.parse(syntheticBody(next++, now)) as { events: unknown[] };
+            if (!validateBulk(body)) throw new Error('a synthetic bulk body failed the bulk schema');
+            const records: EventRecord[] = [];
+            for (const raw of body.events) {
+              const p = parseEvent(raw, { tenantId: WARM_UP_TENANT, principal, now, allowFlat: false });
+              if (!p.ok) throw new Error(`a synthetic event was refused: ${p.reason}`);
+              records.push(p.record);
+            }
+            await deps.eventLog.append(
+              WARM_UP_TOPIC,
+              records.map((r) => ({ key: eventKey(r.tenant_id, r.user_id), value: r })),
+            );
+            events += records.length;
+          } while (performance.now() - started < o.budgetMs && failed === undefined);
+        } catch (err) {
+          fail(err);
+        }
+      }),
+    );
   const result = { events, ms: Math.round(performance.now() - started), ...(failed ? { failed } : {}) };
   if (failed)
     deps.log.warn({ events, ms: result.ms, err: failed }, 'ingest warm-up failed; the gateway starts cold');
