@@ -15,6 +15,7 @@ import {
   unlinkSync,
   writeFileSync,
 } from 'node:fs';
+import { open as openFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { LocalEventLog, sqlLogImporter } from './local';
@@ -330,6 +331,54 @@ describe('FileEventLog', () => {
       ]),
     ).rejects.toThrow(/user_id/);
     expect([...(await a.endOffsets(TOPIC)).values()]).toEqual([0, 0, 0]);
+  });
+
+  it('a failed write refuses every append of its group, cuts the file back, and the next append goes on', async () => {
+    const a = newLog();
+    await a.ensureTopic(TOPIC);
+    await a.append(TOPIC, records(30, 1)); // one user: every record in one partition
+    const [p] = [...(await a.endOffsets(TOPIC))].find(([, n]) => n > 0)!;
+    const sizeBefore = statSync(partitionFile(p)).size;
+    // Every FileHandle shares one prototype. The next positional write writes all but its last
+    // byte, then fails, as a full disk would leave it.
+    const probe = await openFile(join(dir, 'probe'), 'w');
+    const proto = Object.getPrototypeOf(probe) as { write: (...args: unknown[]) => Promise<unknown> };
+    await probe.close();
+    const realWrite = proto.write;
+    let failures = 1;
+    proto.write = async function (this: unknown, ...args: unknown[]) {
+      if (failures-- <= 0) return realWrite.apply(this, args);
+      const [buf, offset, length, position] = args as [Buffer, number, number, number];
+      await realWrite.call(this, buf, offset, length - 1, position);
+      throw new Error('ENOSPC: no space left on device');
+    };
+    let settled: PromiseSettledResult<void>[];
+    try {
+      // Queued together: the first flushes alone and fails; the other two form the next group.
+      settled = await Promise.allSettled([
+        a.append(TOPIC, records(50, 1, 30)),
+        a.append(TOPIC, records(5, 1, 80)),
+        a.append(TOPIC, records(5, 1, 85)),
+      ]);
+    } finally {
+      proto.write = realWrite;
+    }
+    expect(settled.map((r) => r.status)).toEqual(['rejected', 'fulfilled', 'fulfilled']);
+    expect(String((settled[0] as PromiseRejectedResult).reason)).toMatch(/event log write failed: ENOSPC/);
+    expect(warnings.filter((w) => w.startsWith('error '))).toEqual([
+      expect.stringMatching(/^error event log write failed; the appends of this group are refused/),
+    ]);
+    expect((await a.endOffsets(TOPIC)).get(p)).toBe(40);
+    await a.close();
+    // The refused bytes were cut off before the next group was written: the file holds exactly the
+    // 40 accepted records, and a reopen finds no torn tail to repair.
+    expect(statSync(partitionFile(p)).size).toBeLessThan(sizeBefore * 2);
+    warnings.length = 0;
+    const b = newLog();
+    expect((await b.endOffsets(TOPIC)).get(p)).toBe(40);
+    const ids = (await readAll(b, 40)).get(p)!.map((r) => r.id);
+    expect(ids).toEqual([...records(30, 1), ...records(10, 1, 80)].map((r) => r.value.event_id));
+    expect(warnings).toEqual([]);
   });
 
   it('a second instance on the same directory is refused; after close it opens', async () => {

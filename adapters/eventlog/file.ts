@@ -18,8 +18,8 @@
  * `retentionMs`, never the last one, as Kafka's time retention does. A consumer whose stored
  * offset lies below the oldest record left goes on at that record, with a warning.
  *
- * Appends, group commit: `append` encodes and frames its records, queues them and waits. One flush
- * at a time takes everything queued (up to MAX_GROUP_BYTES per partition), hands out offsets,
+ * Appends, group commit (group-commit.ts): `append` encodes and frames its records, queues them and
+ * waits. One flush at a time takes everything queued (up to MAX_GROUP_BYTES per partition), hands out offsets,
  * writes each touched partition's bytes with one positional write, then fdatasyncs every touched
  * file; only then does it resolve the appends of the group (a 202 means durable) and make the
  * records visible to consumers and to `endOffsets`. Appends that arrive during a flush form the
@@ -55,6 +55,7 @@ import { PlainAvroCodec, encodeRecords, type SchemaCodec } from './codec';
 import { defaultLogger, errorMessage, type BackoffOptions, type EventLogLogger } from './common';
 import { partitionForKey } from './partitioner';
 import { LocalGroups, type PartitionSource } from './groups';
+import { GroupCommit } from './group-commit';
 
 /** A record as the SQL log (002_event_log) held it, for the one-time import of an older data directory. */
 export interface ImportedRecord {
@@ -264,8 +265,6 @@ interface PendingAppend {
   topic: TopicFiles;
   /** partition → framed records, in call order. */
   frames: Map<number, Buffer[]>;
-  resolve(): void;
-  reject(err: Error): void;
 }
 
 export class FileEventLog implements EventLog {
@@ -279,8 +278,11 @@ export class FileEventLog implements EventLog {
   private readonly appended = new EventEmitter();
   private readonly topics = new Map<string, Promise<TopicFiles>>();
   private readonly consumers: LocalGroups;
-  private queue: PendingAppend[] = [];
-  private flushing: Promise<void> | undefined;
+  /** Appends, one group at a time: one write and one fsync per partition file per group. */
+  private readonly appends = new GroupCommit<PendingAppend>({
+    maxBytes: MAX_GROUP_BYTES,
+    flush: (group) => this.flushGroup(group),
+  });
   /** Set when a failed group could not be cut back off the files: no further appends. */
   private broken: Error | undefined;
   private closed = false;
@@ -360,7 +362,8 @@ export class FileEventLog implements EventLog {
     const now = Date.now();
     // Encode before queueing: a record that does not fit the schema fails the whole call.
     const frames = new Map<number, Buffer[]>();
-    const bytes = new Map<number, number>();
+    /** The bytes of each partition's file, the bins of the group commit. */
+    const bytes = new Map<PartitionLog, number>();
     const values = await encodeRecords(this.codec, topic, name, records);
     for (let i = 0; i < records.length; i++) {
       const r = records[i]!;
@@ -369,16 +372,16 @@ export class FileEventLog implements EventLog {
       let list = frames.get(p);
       if (!list) frames.set(p, (list = []));
       list.push(frame);
-      bytes.set(p, (bytes.get(p) ?? 0) + frame.length);
+      const part = files.partitions[p];
+      bytes.set(part, (bytes.get(part) ?? 0) + frame.length);
     }
-    for (const [p, n] of bytes) {
+    for (const [part, n] of bytes) {
       if (n > MAX_GROUP_BYTES)
-        throw new Error(`append to ${name}: ${n} bytes for partition ${p}, more than ${MAX_GROUP_BYTES}`);
+        throw new Error(
+          `append to ${name}: ${n} bytes for partition ${part.partition}, more than ${MAX_GROUP_BYTES}`,
+        );
     }
-    await new Promise<void>((resolve, reject) => {
-      this.queue.push({ topic: files, frames, resolve, reject });
-      this.kick();
-    });
+    await this.appends.submit({ topic: files, frames }, bytes);
     this.appended.emit(name);
   }
 
@@ -406,7 +409,7 @@ export class FileEventLog implements EventLog {
     this.closed = true;
     clearInterval(this.retentionTimer);
     await this.consumers.stopAll();
-    while (this.flushing) await this.flushing;
+    await this.appends.idle();
     while (this.pruning) await this.pruning;
     this.appended.removeAllListeners();
     for (const t of this.topics.values()) {
@@ -465,40 +468,12 @@ export class FileEventLog implements EventLog {
   }
 
   // ---------------------------------------------------------------------------------------------
-  // Group commit
+  // Group commit (group-commit.ts queues the appends and takes them in groups)
 
-  private kick(): void {
-    if (this.flushing) return;
-    this.flushing = (async () => {
-      try {
-        while (this.queue.length > 0) await this.flushGroup(this.takeGroup());
-      } finally {
-        this.flushing = undefined;
-      }
-    })();
-  }
-
-  /** Takes queued appends in order while every partition's bytes stay within MAX_GROUP_BYTES. */
-  private takeGroup(): PendingAppend[] {
-    const sizes = new Map<PartitionLog, number>();
-    let n = 0;
-    for (; n < this.queue.length; n++) {
-      const a = this.queue[n];
-      let fits = true;
-      for (const [p, frames] of a.frames) {
-        const f = a.topic.partitions[p];
-        const add = frames.reduce((s, b) => s + b.length, 0);
-        if (n > 0 && (sizes.get(f) ?? 0) + add > MAX_GROUP_BYTES) fits = false;
-      }
-      if (!fits) break;
-      for (const [p, frames] of a.frames) {
-        const f = a.topic.partitions[p];
-        sizes.set(f, (sizes.get(f) ?? 0) + frames.reduce((s, b) => s + b.length, 0));
-      }
-    }
-    return this.queue.splice(0, Math.max(n, 1));
-  }
-
+  /**
+   * Writes a group's frames, one write and one fsync per partition file. On failure the files are
+   * cut back to where they were, and the group is refused (every append of it rejects).
+   */
   private async flushGroup(group: PendingAppend[]): Promise<void> {
     const frames = new Map<PartitionLog, Buffer[]>();
     for (const a of group) {
@@ -540,15 +515,13 @@ export class FileEventLog implements EventLog {
           this.log('error', 'event log is broken', { error: this.broken.message });
         }
       }
-      for (const a of group) a.reject(new Error(`event log write failed: ${e.message}`));
-      return;
+      throw new Error(`event log write failed: ${e.message}`);
     }
     const at = this.now();
     for (const [seg, list] of writes) {
       seg.advance(list.map((b) => b.length));
       seg.lastAppend = at;
     }
-    for (const a of group) a.resolve();
   }
 
   /** Starts a partition's next segment (its last one is full) and returns it. */

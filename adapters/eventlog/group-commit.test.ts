@@ -61,6 +61,29 @@ describe('GroupCommit', () => {
     expect(f.groups).toEqual([['first'], ['x1', 'x2'], ['x3'], ['huge'], ['y']]);
   });
 
+  it('limits each bin on its own for items sized by bin (the file log: maxBytes per partition)', async () => {
+    const f = gatedFlush();
+    const gc = new GroupCommit<string>({ maxBytes: 100, flush: f.flush });
+    const bins = (entries: Array<[string, number]>) => new Map(entries);
+    const all = [gc.submit('first', bins([['p0', 1]]))];
+    all.push(
+      gc.submit('a', bins([['p0', 60]])),
+      gc.submit('b', bins([['p1', 60]])), // another bin: joins a's group
+      gc.submit(
+        'c',
+        bins([
+          ['p1', 30],
+          ['p2', 90],
+        ]),
+      ), // p1 at 90, p2 at 90: still fits
+      gc.submit('d', bins([['p2', 20]])), // p2 would reach 110: starts the next group
+      gc.submit('e', bins([['p0', 100]])),
+    );
+    for (let i = 0; i < 3; i++) await f.release();
+    await Promise.all(all);
+    expect(f.groups).toEqual([['first'], ['a', 'b', 'c'], ['d', 'e']]);
+  });
+
   it('rejects every item of a failed group with its error, and the next group goes on', async () => {
     const f = gatedFlush();
     const gc = new GroupCommit<string>({ maxBytes: 1000, flush: f.flush });

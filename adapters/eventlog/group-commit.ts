@@ -1,22 +1,34 @@
 /**
  * Group commit: callers submit items and wait; one flush at a time takes everything queued (in
- * order, up to `maxBytes`, at least one item) and resolves or rejects every item of that group
+ * order, within `maxBytes`, at least one item) and resolves or rejects every item of that group
  * together. Items submitted during a flush form the next group, so under load one write serves
  * many callers, and with no load an item is flushed at once (no linger).
  *
- * The Kafka adapter uses it for appends (kafka.ts): one produce request per group instead of one
- * per append, which the idempotent producer (one request in flight) would send one after another.
+ * An item's size is a number of bytes, or its bytes in each of several bins that are limited one by
+ * one (the file log's partitions, each written to its own file: `maxBytes` holds per partition).
+ *
+ * Users: the Kafka adapter's appends (kafka.ts: one produce request per group instead of one per
+ * append, which the idempotent producer, one request in flight, would send one after another) and
+ * the file log's appends (file.ts: one write and one fsync per partition file per group).
  */
 export interface GroupCommitOptions<T> {
-  /** Bytes of one group at most; an item larger than this alone forms a group of its own. */
+  /**
+   * Bytes of one group at most (in each bin, for items sized by bin); an item larger than this
+   * alone forms a group of its own.
+   */
   maxBytes: number;
   /** Writes a group; resolves when every item of it is durable. */
   flush(items: T[]): Promise<void>;
 }
 
+/** An item's bytes: all in one bin, or per bin (any key: a partition, a file). */
+export type ItemBytes = number | ReadonlyMap<unknown, number>;
+
+const WHOLE = Symbol('whole group');
+
 interface Queued<T> {
   item: T;
-  bytes: number;
+  bins: ReadonlyMap<unknown, number>;
   resolve: () => void;
   reject: (err: unknown) => void;
 }
@@ -30,9 +42,10 @@ export class GroupCommit<T> {
   }
 
   /** Queues `item` (`bytes` long) and resolves once the group holding it has been flushed. */
-  submit(item: T, bytes: number): Promise<void> {
+  submit(item: T, bytes: ItemBytes): Promise<void> {
+    const bins = typeof bytes === 'number' ? new Map([[WHOLE, bytes]]) : bytes;
     return new Promise<void>((resolve, reject) => {
-      this.queue.push({ item, bytes, resolve, reject });
+      this.queue.push({ item, bins, resolve, reject });
       this.kick();
     });
   }
@@ -62,12 +75,17 @@ export class GroupCommit<T> {
     })();
   }
 
-  /** The queued items, in order, while their bytes stay within `maxBytes` (at least one). */
+  /** The queued items, in order, while every bin's bytes stay within `maxBytes` (at least one). */
   private take(): Queued<T>[] {
-    let bytes = this.queue[0].bytes;
+    const used = new Map(this.queue[0].bins);
     let n = 1;
-    while (n < this.queue.length && bytes + this.queue[n].bytes <= this.o.maxBytes)
-      bytes += this.queue[n++].bytes;
+    for (; n < this.queue.length; n++) {
+      const { bins } = this.queue[n];
+      let fits = true;
+      for (const [bin, b] of bins) if ((used.get(bin) ?? 0) + b > this.o.maxBytes) fits = false;
+      if (!fits) break;
+      for (const [bin, b] of bins) used.set(bin, (used.get(bin) ?? 0) + b);
+    }
     return this.queue.splice(0, n);
   }
 }
