@@ -33,7 +33,8 @@ const NUMERIC = new Set<SqlType>(['bigint', 'integer', 'int', 'float8', 'double 
 const IDENT = /^[a-z_][a-z0-9_]*$/;
 
 export class BatchState<R extends object> {
-  private readonly lockSql: string;
+  /** The statement of `lock` (its plan is checked by tests/contract/batch-state-plan.test.ts). */
+  readonly lockSql: string;
   private readonly upsertSql: string;
   private readonly numeric: Array<keyof R & string>;
   private readonly keyCols: string[];

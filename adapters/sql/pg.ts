@@ -1,5 +1,6 @@
 import { Pool, types } from 'pg';
 import { arrayLiteral } from './array-literal';
+import { plannerOptions } from './planner';
 import type { Queryable, QueryResult, Sql } from './types';
 
 // BIGINT (int8) comes back as a string by default; our counters and offsets fit in 2^53.
@@ -23,7 +24,11 @@ export class PgSql implements Sql {
       connectionString: opts.url,
       max: opts.max ?? 10,
       connectionTimeoutMillis: 5000,
-      ...(opts.schema ? { options: `-c search_path=${quoteIdent(opts.schema)}` } : {}),
+      // The planner's settings (./planner.ts) and the schema, for every session of the pool.
+      options: [
+        ...plannerOptions(),
+        ...(opts.schema ? ['-c', `search_path=${quoteIdent(opts.schema)}`] : []),
+      ].join(' '),
     });
     // An idle client that errors (server restart) must not crash the process.
     this.pool.on('error', () => undefined);

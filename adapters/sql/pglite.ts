@@ -1,6 +1,7 @@
 import { PGlite, parse, protocol } from '@electric-sql/pglite';
 import { arrayLiteral } from './array-literal';
 import { lockDir, type DirLock } from './dirlock';
+import { plannerOptions } from './planner';
 import { TwoLaneMutex } from '../../shared/mutex';
 import type { Queryable, QueryResult, Sql } from './types';
 
@@ -44,7 +45,9 @@ export class PgliteSql implements Sql {
   static async open(dataDir?: string): Promise<PgliteSql> {
     const dirLock = dataDir ? lockDir(dataDir) : null;
     try {
-      const db = await PGlite.create(dataDir ? { dataDir } : {});
+      // PGlite's own start parameters, then the planner's settings (./planner.ts).
+      const startParams = [...PGlite.defaultStartParams, ...plannerOptions()];
+      const db = await PGlite.create({ ...(dataDir ? { dataDir } : {}), startParams });
       return new PgliteSql(db, dirLock);
     } catch (err) {
       dirLock?.release();
