@@ -14,6 +14,35 @@ export interface PgOptions {
   max?: number;
 }
 
+/**
+ * The connection string and the options of every session: the planner's settings (./planner.ts),
+ * then the URL's own `options` (an operator's settings win over Ludus's defaults), then the schema.
+ * `pg` lets a URL's `options` replace the pool's, so they are taken out of the URL and merged here.
+ */
+export function sessionOptions(opts: Pick<PgOptions, 'url' | 'schema'>): {
+  connectionString: string;
+  options: string;
+} {
+  let connectionString = opts.url;
+  let fromUrl: string | null = null;
+  try {
+    const u = new URL(opts.url);
+    fromUrl = u.searchParams.get('options');
+    if (fromUrl !== null) {
+      u.searchParams.delete('options');
+      connectionString = u.toString();
+    }
+  } catch {
+    // Not a URL (a socket directory): nothing to merge.
+  }
+  const options = [
+    ...plannerOptions(),
+    ...(fromUrl ? [fromUrl] : []),
+    ...(opts.schema ? ['-c', `search_path=${quoteIdent(opts.schema)}`] : []),
+  ];
+  return { connectionString, options: options.join(' ') };
+}
+
 /** SQL adapter for a real PostgreSQL server, through a `pg` pool. */
 export class PgSql implements Sql {
   readonly kind = 'pg' as const;
@@ -21,14 +50,9 @@ export class PgSql implements Sql {
 
   constructor(private readonly opts: PgOptions) {
     this.pool = new Pool({
-      connectionString: opts.url,
+      ...sessionOptions(opts),
       max: opts.max ?? 10,
       connectionTimeoutMillis: 5000,
-      // The planner's settings (./planner.ts) and the schema, for every session of the pool.
-      options: [
-        ...plannerOptions(),
-        ...(opts.schema ? ['-c', `search_path=${quoteIdent(opts.schema)}`] : []),
-      ].join(' '),
     });
     // An idle client that errors (server restart) must not crash the process.
     this.pool.on('error', () => undefined);
