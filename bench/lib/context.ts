@@ -14,7 +14,14 @@ export interface Profile {
     kafkaDurationS: number;
     perfRecords: number;
   };
-  pipeline: { events: number; users: number; latencyS: number; probesPerS: number };
+  pipeline: {
+    events: number;
+    users: number;
+    latencyS: number;
+    probesPerS: number;
+    /** Other users' rows in each table of the grown-store drain (bench/lib/grow.ts). */
+    grownUsers: number;
+  };
   embedded: { events: number; e2eS: number; latencyS: number };
   query: {
     sizes: number[];
@@ -32,7 +39,7 @@ export const PROFILES: Record<'quick' | 'full', Profile> = {
     name: 'quick',
     runs: 3,
     ingest: { warmupS: 1, durationS: 3, connections: 16, kafkaDurationS: 3, perfRecords: 200_000 },
-    pipeline: { events: 20_000, users: 10_000, latencyS: 8, probesPerS: 10 },
+    pipeline: { events: 20_000, users: 10_000, latencyS: 8, probesPerS: 10, grownUsers: 200_000 },
     embedded: { events: 10_000, e2eS: 3, latencyS: 6 },
     query: {
       sizes: [10_000, 1_000_000],
@@ -48,7 +55,7 @@ export const PROFILES: Record<'quick' | 'full', Profile> = {
     name: 'full',
     runs: 3,
     ingest: { warmupS: 3, durationS: 10, connections: 16, kafkaDurationS: 10, perfRecords: 1_000_000 },
-    pipeline: { events: 100_000, users: 10_000, latencyS: 20, probesPerS: 10 },
+    pipeline: { events: 100_000, users: 10_000, latencyS: 20, probesPerS: 10, grownUsers: 200_000 },
     embedded: { events: 30_000, e2eS: 8, latencyS: 15 },
     query: {
       sizes: [10_000, 1_000_000, 10_000_000],

@@ -24,6 +24,7 @@ import { windowAt } from '../../core/windows';
 import { PIPELINE_GROUP } from '../../processors/pipeline/pipeline';
 import { EVENTS_TOPIC, eventKey } from '../../schemas/topics';
 import { tenantToken } from '../lib/admin';
+import { growStore } from '../lib/grow';
 import { runChild } from '../lib/child';
 import { latencyRate, type Bench } from '../lib/context';
 import {
@@ -399,10 +400,21 @@ async function distributedDrain(b: Bench, N: number, redis: Redis): Promise<void
   const runs: DrainRun[] = [];
   const baselines: Array<Awaited<ReturnType<typeof directBaseline>>> = [];
   const storedBaselines: typeof baselines = [];
-  const oneRun = async (label: string, nodeFlags: string[] = [], clock?: ProfileClock) => {
+  const oneRun = async (label: string, nodeFlags: string[] = [], clock?: ProfileClock, grown = 0) => {
     const d = { ...b.cleanup.deployment('piperun'), topicPrefix: holder.topicPrefix };
     const env = distributedEnv(b.stack, d, b.cleanup, b.secretKey);
     await setUp(env, ['api'], b.rootKey, { tenants: ['bench'], ...STANDARD });
+    if (grown > 0) {
+      const sql = new PgSql({ url: b.stack.pgUrl, schema: d.schema, max: 1 });
+      try {
+        const s = await growStore(sql, grown);
+        progress(
+          `pipeline: store grown by ${grown.toLocaleString('en-US')} other users' rows per table in ${s.toFixed(1)} s`,
+        );
+      } finally {
+        await sql.close();
+      }
+    }
     t = Date.now();
     clock?.spawned();
     const svc = await startService({
@@ -430,8 +442,9 @@ async function distributedDrain(b: Bench, N: number, redis: Redis): Promise<void
     const sql = new PgSql({ url: b.stack.pgUrl, schema: d.schema, max: 1 });
     try {
       const c = await sql.query<{ ledger: number; scores: number; processed: number }>(
-        `SELECT (SELECT count(*)::int FROM ledger) AS ledger, (SELECT count(*)::int FROM leaderboard_scores) AS scores,
-                (SELECT count(*)::int FROM processed_events) AS processed`,
+        `SELECT (SELECT count(*)::int FROM ledger WHERE tenant_id = 'bench') AS ledger,
+                (SELECT count(*)::int FROM leaderboard_scores WHERE tenant_id = 'bench') AS scores,
+                (SELECT count(*)::int FROM processed_events WHERE tenant_id = 'bench') AS processed`,
       );
       run.checks = { ...c.rows[0]!, expectedLedger: expected.ledger.length };
     } finally {
@@ -454,6 +467,22 @@ async function distributedDrain(b: Bench, N: number, redis: Redis): Promise<void
     }
     await b.cleanup.drop({ ...d, topicPrefix: '' });
   }
+  // The same drain on a grown store: other users' rows in every table the pipeline reads or
+  // writes (bench/lib/grow.ts), against the drain above on fresh tables.
+  const grownRuns: DrainRun[] = [];
+  for (let i = 0; i < p.runs; i++) {
+    const { run, d } = await oneRun(
+      `processors (distributed, grown store) run ${i + 1}`,
+      [],
+      undefined,
+      p.pipeline.grownUsers,
+    );
+    grownRuns.push(run);
+    progress(
+      `pipeline distributed, grown store, run ${i + 1}/${p.runs}: ${Math.round(run.eventsPerS)} events/s (${run.seconds.toFixed(1)} s; ledger ${run.checks!.ledger}/${run.checks!.expectedLedger})`,
+    );
+    await b.cleanup.drop({ ...d, topicPrefix: '' });
+  }
   if (p.profile) {
     await profiled(b, 'pipeline-distributed', async (nodeFlags, clock) => {
       const r = await oneRun('processors (distributed, --cpu-prof)', nodeFlags, clock);
@@ -465,6 +494,7 @@ async function distributedDrain(b: Bench, N: number, redis: Redis): Promise<void
   b.results.record('pipeline.distributed.drain', runs);
   b.results.record('pipeline.distributed.baseline', baselines);
   b.results.record('pipeline.distributed.baselineStored', storedBaselines);
+  b.results.record('pipeline.distributed.grown', grownRuns);
   const drain = figure(runs.map((r) => r.eventsPerS));
   const row = b.results.row({
     workload: `pipeline drain (${N.toLocaleString('en-US')} events)`,
@@ -495,6 +525,14 @@ async function distributedDrain(b: Bench, N: number, redis: Redis): Promise<void
       met: drain.median >= 0.5 * stored.baseline!.value.median,
     },
   ];
+  b.results.row({
+    workload: `pipeline drain (${N.toLocaleString('en-US')} events), on a grown store (${p.pipeline.grownUsers.toLocaleString('en-US')} other users' rows per table)`,
+    shape: 'distributed',
+    what: 'events/s end to end (visible in Redis)',
+    unit: 'events/s',
+    value: figure(grownRuns.map((r) => r.eventsPerS)),
+    baseline: { name: 'the same drain on fresh tables (above)', value: drain },
+  });
   // The drain per CPU-second of the processor process (user + system time from /proc over the
   // drain): it moves far less than the rate with the machine's other load (Postgres, Kafka and
   // the other runs share the cores), so two commits compare better by it.
