@@ -525,14 +525,7 @@ async function distributedDrain(b: Bench, N: number, redis: Redis): Promise<void
       met: drain.median >= 0.5 * stored.baseline!.value.median,
     },
   ];
-  b.results.row({
-    workload: `pipeline drain (${N.toLocaleString('en-US')} events), on a grown store (${p.pipeline.grownUsers.toLocaleString('en-US')} other users' rows per table)`,
-    shape: 'distributed',
-    what: 'events/s end to end (visible in Redis)',
-    unit: 'events/s',
-    value: figure(grownRuns.map((r) => r.eventsPerS)),
-    baseline: { name: 'the same drain on fresh tables (above)', value: drain },
-  });
+  grownStoreRow(b, N, 'distributed', 'events/s end to end (visible in Redis)', grownRuns, runs);
   // The drain per CPU-second of the processor process (user + system time from /proc over the
   // drain): it moves far less than the rate with the machine's other load (Postgres, Kafka and
   // the other runs share the cores), so two commits compare better by it.
@@ -546,6 +539,28 @@ async function distributedDrain(b: Bench, N: number, redis: Redis): Promise<void
       value: figure(perCpu),
     });
   b.peaks.pipelineDistributed = row.value.median;
+}
+
+/** The drain on a grown store (bench/lib/grow.ts) against the same shape's drain on fresh tables. */
+function grownStoreRow(
+  b: Bench,
+  N: number,
+  shape: 'distributed' | 'embedded',
+  what: string,
+  grown: ReadonlyArray<{ eventsPerS: number }>,
+  fresh: ReadonlyArray<{ eventsPerS: number }>,
+): void {
+  b.results.row({
+    workload: `pipeline drain (${N.toLocaleString('en-US')} events), on a grown store (${b.profile.pipeline.grownUsers.toLocaleString('en-US')} other users' rows per table)`,
+    shape,
+    what,
+    unit: 'events/s',
+    value: figure(grown.map((r) => r.eventsPerS)),
+    baseline: {
+      name: 'the same drain on fresh tables (above)',
+      value: figure(fresh.map((r) => r.eventsPerS)),
+    },
+  });
 }
 
 /** The p99 without the service's first seconds, for the progress line and the row's note. */
@@ -857,17 +872,7 @@ export async function embedded(b: Bench): Promise<void> {
     note: `gateway answers during the drain: p99 ${figure(drains.map((r) => r.gatewayP99Ms)).median} ms; /metrics ${figure(drains.map((r) => r.gatewayP99MsByEndpoint.metrics!)).median} ms, /health ${figure(drains.map((r) => r.gatewayP99MsByEndpoint.health!)).median} ms, rank lookup ${figure(drains.map((r) => r.gatewayP99MsByEndpoint.rank!)).median} ms; slowest round of the three ${figure(drains.map((r) => r.stallMs)).median} ms (medians of the runs)`,
   });
 
-  b.results.row({
-    workload: `pipeline drain (${N.toLocaleString('en-US')} events), on a grown store (${p.pipeline.grownUsers.toLocaleString('en-US')} other users' rows per table)`,
-    shape: 'embedded',
-    what: 'events/s (processed, in the memory index)',
-    unit: 'events/s',
-    value: figure(grownDrains.map((r) => r.eventsPerS)),
-    baseline: {
-      name: 'the same drain on fresh tables (above)',
-      value: figure(drains.map((r) => r.eventsPerS)),
-    },
-  });
+  grownStoreRow(b, N, 'embedded', 'events/s (processed, in the memory index)', grownDrains, drains);
 
   // End to end: every role in one process, wrk sending bulk requests for e2eS seconds.
   const e2e: Array<{
