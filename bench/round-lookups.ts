@@ -7,13 +7,14 @@
  * transactions per cell and the plan each setting got.
  *
  *   npx tsx bench/round-lookups.ts [rows,rows,...]     (default 20000,200000,1000000)
- *   LUDUS_DATABASE_URL=postgres://... overrides the Postgres of ops/stack.
+ * Postgres is the one of `ops/stack env` (bench/lib/stack.ts).
  */
 import { migrate } from '../adapters/sql/migrate';
 import { PgSql } from '../adapters/sql/pg';
 import { PgliteSql } from '../adapters/sql/pglite';
 import type { Sql } from '../adapters/sql/types';
 import { scores } from '../processors/pipeline/scoring';
+import { stackSettings } from './lib/stack';
 import { figure, uniqueName } from './lib/util';
 
 const KEYS = 3_000;
@@ -34,9 +35,12 @@ async function fill(sql: Sql, from: number, to: number): Promise<void> {
 function keys(rows: number): unknown[][] {
   const picked = new Set<number>();
   while (picked.size < KEYS) picked.add(1 + Math.floor(Math.random() * rows));
-  const ks = [...picked].map((i) => {
-    return { tenant_id: 'bench', leaderboard_id: `lb${i % 3}`, window_key: 'all', user_id: `user-${i}` };
-  });
+  const ks = [...picked].map((i) => ({
+    tenant_id: 'bench',
+    leaderboard_id: `lb${i % 3}`,
+    window_key: 'all',
+    user_id: `user-${i}`,
+  }));
   return scores.spec.keys.map((c) => ks.map((k) => (k as Record<string, unknown>)[c.column]));
 }
 
@@ -68,7 +72,7 @@ async function measure(sql: Sql, rows: number, cost?: string): Promise<{ ms: num
 
 async function main(): Promise<void> {
   const sizes = (process.argv[2] ?? '20000,200000,1000000').split(',').map(Number);
-  const url = process.env.LUDUS_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/ludus';
+  const url = stackSettings().pgUrl;
   const schema = uniqueName('bench_lookups');
   const engines: Array<[string, () => Promise<Sql>, (s: Sql) => Promise<void>]> = [
     ['PGlite', async () => PgliteSql.open(), (s) => s.close()],

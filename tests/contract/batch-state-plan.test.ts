@@ -7,7 +7,7 @@
  */
 import type { Sql } from '../../adapters/sql/types';
 import { scores } from '../../processors/pipeline/scoring';
-import { openTestPg, openTestPglite, uniqueName } from '../support/stack';
+import { dropTestPg, openTestPg, openTestPglite, uniqueName } from '../support/stack';
 
 const ROWS = 100_000;
 const KEYS = 3_000;
@@ -25,13 +25,7 @@ const adapters: Array<[string, () => Promise<{ sql: Sql; done: () => Promise<voi
     async () => {
       const schema = uniqueName('plan');
       const sql = await openTestPg(schema);
-      return {
-        sql,
-        done: async () => {
-          await sql.exec(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-          await sql.close();
-        },
-      };
+      return { sql, done: () => dropTestPg(sql, schema) };
     },
   ],
 ];
