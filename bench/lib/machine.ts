@@ -181,6 +181,8 @@ export class NoiseSampler {
           if (!/jest|ops\/test|runtime\/cli\.ts/.test(cmd) || ours.has(Number(d))) continue;
           const st = readFileSync(`/proc/${d}/stat`, 'utf8');
           const f = st.slice(st.lastIndexOf(')') + 2).split(' ');
+          // A worker of a service this bench started (LUDUS_PROCESSES=2) is the bench's own load.
+          if (ours.has(Number(f[1]))) continue;
           jest.set(Number(d), Number(f[11]) + Number(f[12]));
         } catch {
           /* gone */
