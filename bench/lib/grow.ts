@@ -7,6 +7,7 @@
  * as a server's autovacuum would have done (PGlite runs none).
  */
 import type { Queryable } from '../../adapters/sql/types';
+import { progress } from './util';
 
 export const GROWN_TENANT = 'bench-grown';
 const CHUNK = 100_000;
@@ -40,13 +41,15 @@ const TABLES: Array<[table: string, insert: string]> = [
   ],
 ];
 
-/** Adds `users` rows to each table (see above); returns the seconds it took. */
-export async function growStore(q: Queryable, users: number): Promise<number> {
+/** Adds `users` rows to each table (see above), then says so on the progress line of `store`. */
+export async function growStore(q: Queryable, users: number, store: string): Promise<void> {
   const t0 = Date.now();
   for (const [table, insert] of TABLES) {
     for (let from = 1; from <= users; from += CHUNK)
       await q.query(insert, [from, Math.min(users, from + CHUNK - 1)]);
     await q.exec(`ANALYZE ${table}`);
   }
-  return (Date.now() - t0) / 1000;
+  progress(
+    `pipeline: ${store} grown by ${users.toLocaleString('en-US')} other users' rows per table in ${((Date.now() - t0) / 1000).toFixed(1)} s`,
+  );
 }

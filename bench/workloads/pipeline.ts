@@ -407,10 +407,7 @@ async function distributedDrain(b: Bench, N: number, redis: Redis): Promise<void
     if (grown > 0) {
       const sql = new PgSql({ url: b.stack.pgUrl, schema: d.schema, max: 1 });
       try {
-        const s = await growStore(sql, grown);
-        progress(
-          `pipeline: store grown by ${grown.toLocaleString('en-US')} other users' rows per table in ${s.toFixed(1)} s`,
-        );
+        await growStore(sql, grown, 'store');
       } finally {
         await sql.close();
       }
@@ -732,10 +729,7 @@ export async function embedded(b: Bench): Promise<void> {
     if (grown > 0) {
       const store = await PgliteSql.open(`${dir}/pg`);
       try {
-        const s = await growStore(store, grown);
-        progress(
-          `pipeline: embedded store grown by ${grown.toLocaleString('en-US')} other users' rows per table in ${s.toFixed(1)} s`,
-        );
+        await growStore(store, grown, 'embedded store');
       } finally {
         await store.close();
       }
