@@ -7,6 +7,7 @@
  *   npm run bench -- --only embedded --service-env LUDUS_PIPELINE_WARM_UP_MS=0   (A/B of a setting)
  *   npm run bench -- --only embedded --latency-rate embedded=6400   (latency at a fixed rate, to
  *                                    compare two commits at the same load; default: half the peak)
+ *   npm run bench -- --only embedded-latency --latency-rate embedded=4250   (those runs alone)
  *
  * Workloads: ingest, pipeline, query, scaling (with memory per million entries). Every figure is
  * the median of 3 runs with min and max; each workload measures its baseline in the same run.
@@ -28,6 +29,7 @@ import { bounded, progress } from './lib/util';
 import { ingestEmbedded, ingestWorkload } from './workloads/ingest';
 import {
   embedded as pipelineEmbedded,
+  embeddedLatency,
   pipelineDistributedWorkload,
   pipelineWorkload,
 } from './workloads/pipeline';
@@ -51,6 +53,8 @@ const WORKLOADS: Record<string, { run: (b: Bench) => Promise<void>; limitMin: nu
     limitMin: 20,
     tools: ['wrk'],
   },
+  /** The embedded acceptance-to-visible runs alone, at `--latency-rate embedded=N`. */
+  'embedded-latency': { run: embeddedLatency, limitMin: 10, tools: [] },
 };
 
 /** True when `command` is an executable file in a directory of the PATH. */
@@ -66,7 +70,7 @@ function onPath(command: string): boolean {
 }
 
 /** Workloads that are a part of another one: run only when named with --only. */
-const PARTS = new Set(['pipeline-distributed', 'embedded']);
+const PARTS = new Set(['pipeline-distributed', 'embedded', 'embedded-latency']);
 
 function parseArgs(argv: string[]) {
   const has = (f: string) => argv.includes(f);

@@ -693,10 +693,15 @@ async function distributedLatency(b: Bench, redis: Redis): Promise<void> {
   });
 }
 
-/** The embedded shape: backlog drain, end to end with every role in one process, latency. */
-export async function embedded(b: Bench): Promise<void> {
-  const p = b.profile;
-  const N = p.embedded.events;
+/** The embedded shape's store set up once (tenant, boards, rules), copied fresh for every run. */
+interface EmbeddedFixture {
+  env: (dir: string) => Record<string, string>;
+  token: string;
+  /** A fresh copy of the set-up store under `name`. */
+  copy: (name: string) => string;
+}
+
+async function embeddedFixture(b: Bench): Promise<EmbeddedFixture> {
   const template = b.cleanup.dir(`${b.tmp}/pipeline-embedded-template`);
   mkdirSync(template, { recursive: true });
   const env = (dir: string) => ({ LUDUS_DATA_DIR: dir, LUDUS_ROOT_KEY: b.rootKey });
@@ -711,6 +716,15 @@ export async function embedded(b: Bench): Promise<void> {
     cpSync(template, dir, { recursive: true });
     return dir;
   };
+  return { env, token, copy };
+}
+
+/** The embedded shape: backlog drain, end to end with every role in one process, latency. */
+export async function embedded(b: Bench): Promise<void> {
+  const p = b.profile;
+  const N = p.embedded.events;
+  const fixture = await embeddedFixture(b);
+  const { env, token, copy } = fixture;
 
   // Backlog drain: ingest N events (role ingest), then drain them (roles api,processors).
   const drains: Array<
@@ -958,9 +972,28 @@ export async function embedded(b: Bench): Promise<void> {
     note: 'p99: bulk request latency while the pipeline runs',
   });
   e2eRow.targets = [{ text: '≥10,000 events/s', met: e2eRow.value.median >= 10_000 }];
+  await latencyRuns(b, fixture, e2eRow.value.median);
+}
 
-  // Latency at half the end-to-end rate, probes read through the query gateway's rank endpoint.
-  const { rate, label } = latencyRate(b, 'embedded', e2eRow.value.median);
+/**
+ * The embedded acceptance-to-visible runs alone (`--only embedded-latency`), at the rate of
+ * `--latency-rate embedded=N`: two commits or settings compared at one load without the drains
+ * and end-to-end runs before them.
+ */
+export async function embeddedLatency(b: Bench): Promise<void> {
+  if (!b.latencyRates.embedded)
+    throw new Error('embedded-latency runs at a fixed rate: give --latency-rate embedded=N');
+  await latencyRuns(b, await embeddedFixture(b), Number.NaN);
+}
+
+/**
+ * Latency at half the end-to-end rate (`peak`), or at the fixed rate; probes read through the
+ * query gateway's rank endpoint.
+ */
+async function latencyRuns(b: Bench, fixture: EmbeddedFixture, peak: number): Promise<void> {
+  const p = b.profile;
+  const { env, token, copy } = fixture;
+  const { rate, label } = latencyRate(b, 'embedded', peak);
   const lat: ProbeResult[] = [];
   for (let i = 0; i < p.runs; i++) {
     const dir = copy('pipeline-embedded-latency');
