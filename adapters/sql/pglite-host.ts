@@ -6,8 +6,11 @@
  *
  * Protocol (one `Request` in, one `Reply` out per `id`):
  * - `query` / `exec` with `tx` run inside that open transaction, without it on their own;
- * - `begin` answers with a transaction id once the session is this transaction's (PgliteSql's
- *   mutex queues it behind the others), `end` commits or rolls it back and answers when done;
+ * - `begin` opens the transaction `tx` (an id the main thread chose) and answers once the session
+ *   is this transaction's (PgliteSql's mutex queues it behind the others). Statements of `tx` may
+ *   follow at once, without waiting for that answer: they wait for the transaction to open and run
+ *   in the order they came (a BEGIN that failed fails them too). `end` commits or rolls it back
+ *   and answers when done (after a failed BEGIN, with nothing to end, it answers at once);
  * - `close` closes the database (and releases the data directory's lock).
  */
 import { parentPort, workerData } from 'node:worker_threads';
@@ -17,7 +20,7 @@ import type { Queryable } from './types';
 export type Request =
   | { id: number; op: 'query'; text: string; params?: unknown[]; tx?: number }
   | { id: number; op: 'exec'; script: string; tx?: number }
-  | { id: number; op: 'begin' }
+  | { id: number; op: 'begin'; tx: number }
   | { id: number; op: 'end'; tx: number; commit: boolean }
   | { id: number; op: 'close' };
 
@@ -61,11 +64,10 @@ async function serve(): Promise<void> {
   if (!port) throw new Error('pglite-host runs in a worker thread only');
   const data = workerData as HostData;
   const sql = await PgliteSql.open(data.dataDir);
-  const txs = new Map<number, OpenTx>();
-  let nextTx = 1;
+  /** Transactions by the main thread's id, from their `begin` (settled once open) to their `end`. */
+  const txs = new Map<number, Promise<OpenTx>>();
 
-  const begin = async (): Promise<number> => {
-    const id = nextTx++;
+  const open = async (): Promise<OpenTx> => {
     let opened!: (q: Queryable) => void;
     const ready = new Promise<Queryable>((r) => (opened = r));
     let finish!: (commit: boolean) => void;
@@ -76,14 +78,26 @@ async function serve(): Promise<void> {
     });
     // A BEGIN that fails rejects `done` before `ready` resolves.
     const q = await Promise.race([ready, done.then(() => Promise.reject(new Error('BEGIN failed')))]);
-    txs.set(id, { q, finish, done });
-    return id;
+    return { q, finish, done };
+  };
+
+  const begin = async (id: number): Promise<void> => {
+    if (txs.has(id)) throw new Error(`transaction ${id} is open already`);
+    const t = open();
+    txs.set(id, t);
+    await t;
   };
 
   const end = async (id: number, commit: boolean): Promise<void> => {
-    const t = txs.get(id);
-    if (!t) throw new Error(`no open transaction ${id}`);
+    const opening = txs.get(id);
+    if (!opening) throw new Error(`no open transaction ${id}`);
     txs.delete(id);
+    let t: OpenTx;
+    try {
+      t = await opening;
+    } catch {
+      return; // its BEGIN failed (and said so): nothing to end
+    }
     t.finish(commit);
     try {
       await t.done;
@@ -92,21 +106,21 @@ async function serve(): Promise<void> {
     }
   };
 
-  const target = (tx: number | undefined): Queryable => {
+  const target = async (tx: number | undefined): Promise<Queryable> => {
     if (tx === undefined) return sql;
     const t = txs.get(tx);
     if (!t) throw new Error(`no open transaction ${tx}`);
-    return t.q;
+    return (await t).q;
   };
 
   const run = async (m: Request): Promise<unknown> => {
     switch (m.op) {
       case 'query':
-        return target(m.tx).query(m.text, m.params);
+        return (await target(m.tx)).query(m.text, m.params);
       case 'exec':
-        return target(m.tx).exec(m.script);
+        return (await target(m.tx)).exec(m.script);
       case 'begin':
-        return begin();
+        return begin(m.tx);
       case 'end':
         return end(m.tx, m.commit);
       case 'close':

@@ -89,6 +89,30 @@ describe('PgliteThreadSql', () => {
     expect(order).toEqual(['tx', 'outside']);
   });
 
+  it('runs statements sent with their BEGIN inside the transaction, in order, once it opens', async () => {
+    let inside!: () => void;
+    const entered = new Promise<void>((r) => (inside = r));
+    const first = sql.tx(async (q) => {
+      await q.query('INSERT INTO kinds (id) VALUES (30)');
+      inside();
+      await new Promise((r) => setTimeout(r, 200));
+    });
+    await entered;
+    // Sent at once, behind the open transaction: none of them may run before it commits, and the
+    // second must see the first (the order they were sent in).
+    const second = sql.tx((q) =>
+      Promise.all([
+        q.query('INSERT INTO kinds (id, big) SELECT 31, count(*) FROM kinds WHERE id = 30'),
+        q.query('UPDATE kinds SET big = big * 10 WHERE id = 31'),
+        q.query<{ big: number }>('SELECT big FROM kinds WHERE id = 31'),
+      ]),
+    );
+    await first;
+    const [, , read] = await second;
+    expect(read.rows).toEqual([{ big: 10 }]);
+    expect((await sql.query('SELECT big FROM kinds WHERE id = 31')).rows).toEqual([{ big: 10 }]);
+  });
+
   it('refuses a parameter that cannot cross the thread, and nothing reaches the database', async () => {
     await expect(sql.query('INSERT INTO kinds (id, data) VALUES (20, $1)', [() => 'code'])).rejects.toThrow(
       /could not be cloned/,

@@ -61,6 +61,7 @@ export class PgliteThreadSql implements Sql {
   readonly kind = 'pglite' as const;
   private readonly pending = new Map<number, Pending>();
   private nextId = 1;
+  private nextTx = 1;
   private stopped: Error | null = null;
   private closing = false;
 
@@ -139,8 +140,16 @@ export class PgliteThreadSql implements Sql {
     return this.call({ op: 'exec', script });
   }
 
+  /**
+   * The transaction's first statements go out with its BEGIN, without waiting for it (the host
+   * runs them once the transaction is open, in order): one round trip to the thread fewer per
+   * transaction. A BEGIN that fails fails them, and the transaction, with its error.
+   */
   async tx<T>(fn: (q: Queryable) => Promise<T>): Promise<T> {
-    const tx = await this.call<number>({ op: 'begin' });
+    const tx = this.nextTx++;
+    const begun = this.call<void>({ op: 'begin', tx });
+    // Its failure reaches `fn` through the statements, and the caller below.
+    begun.catch(() => undefined);
     const q: Queryable = {
       query: (text, params) => this.call({ op: 'query', text, params, tx }),
       exec: (script) => this.call({ op: 'exec', script, tx }),
@@ -148,6 +157,7 @@ export class PgliteThreadSql implements Sql {
     let out: T;
     try {
       out = await fn(q);
+      await begun;
     } catch (err) {
       if (!this.stopped) await this.call({ op: 'end', tx, commit: false });
       throw err;
