@@ -358,14 +358,14 @@ export async function startProcessor<T>(
           if (part.nextOffset > start) moved.push([part.partition, part.nextOffset]);
           applied.set(part.partition, Math.max(start, part.nextOffset));
         }
+        // The writes that read nothing back go out without waiting (write-behind): the
+        // processor's, then the dead letters and the offsets; all of them have succeeded before
+        // COMMIT (settled below).
+        const wq = new WriteBehind(q);
         let res: ApplyResult;
         if (poison) res = { outcomes: fresh.map(() => deadLetter(poison.reason, poison.reasonClass)) };
         else {
-          // The processor's writes that read nothing back go out without waiting (write-behind);
-          // all of them have succeeded before the dead letters, the offsets and COMMIT.
-          const wq = new WriteBehind(q);
           res = await p.apply(wq, { parts: ranges, fresh, replayed });
-          await wq.settle();
           if (res.outcomes.length !== fresh.length)
             throw new FrameworkError(
               `${p.group}: ${res.outcomes.length} outcomes for ${fresh.length} records`,
@@ -377,7 +377,7 @@ export async function startProcessor<T>(
         for (const [i, o] of res.outcomes.entries()) {
           if (o.kind !== 'dead_letter') continue;
           const rec = fresh[i]!;
-          await q.query(
+          wq.send(
             `INSERT INTO dead_letters (group_id, topic, partition, "offset", key, reason, payload) VALUES ($1, $2, $3, $4, $5, $6, $7)
              ON CONFLICT DO NOTHING`,
             [
@@ -392,13 +392,14 @@ export async function startProcessor<T>(
           );
         }
         if (moved.length) {
-          await q.query(
+          wq.send(
             `UPDATE consumer_offsets c SET next_offset = v.n, updated_at = now()
              FROM unnest($3::int[], $4::bigint[]) AS v(p, n)
              WHERE c.group_id = $1 AND c.topic = $2 AND c.partition = v.p`,
             [p.group, topicName, moved.map((m) => m[0]), moved.map((m) => m[1])],
           );
         }
+        await wq.settle();
         return { outcomes: res.outcomes, fresh, afterCommit: res.afterCommit, applied };
       });
     } catch (err) {

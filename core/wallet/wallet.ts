@@ -172,7 +172,15 @@ export class Wallet {
     );
     const keyed = ms.filter((m, i) => !results[i] && m.idempotency_key);
     await this.lockKeys(q, keyed);
-    const seen = await this.byKeys(q, keyed);
+    // The keys' ledger rows and the currencies in one round trip (two reads sent together); the
+    // currencies of every valid movement, also those the keys will show to be replays.
+    const [seen, currencies] = await Promise.all([
+      this.byKeys(q, keyed),
+      this.currencies(
+        q,
+        ms.filter((_, i) => !results[i]),
+      ),
+    ]);
     ms.forEach((m, i) => {
       const s =
         !results[i] && m.idempotency_key ? seen.get(pairId(m.tenant_id, m.idempotency_key)) : undefined;
@@ -186,10 +194,6 @@ export class Wallet {
     const narrow = () => (pending = pending.filter(({ i }) => !results[i]));
     if (pending.length === 0) return results as BatchResult[];
 
-    const currencies = await this.currencies(
-      q,
-      pending.map(({ m }) => m),
-    );
     for (const { m, i } of pending) {
       const cur = currencies.get(pairId(m.tenant_id, m.currency_id));
       if (!cur) results[i] = new WalletError('unknown_currency', `Currency ${m.currency_id} does not exist`);
@@ -291,6 +295,7 @@ export class Wallet {
   }
 
   private async currencies(q: Queryable, ms: Movement[]): Promise<Map<string, Currency>> {
+    if (ms.length === 0) return new Map();
     const pairs = unique(ms.map((m) => [m.tenant_id, m.currency_id] as const));
     const r = await q.query<Currency>(
       `SELECT c.* FROM currencies c JOIN unnest($1::text[], $2::text[]) AS p(tenant_id, id)
@@ -306,37 +311,37 @@ export class Wallet {
     for (const m of ms) byId.set(pairId(m.tenant_id, m.user_id, m.currency_id), m);
     const keys = [...byId.keys()].sort().map((id) => byId.get(id)!);
     const cols = [keys.map((k) => k.tenant_id), keys.map((k) => k.user_id), keys.map((k) => k.currency_id)];
-    await q.query(
+    // The missing rows, sent with the lock that follows (write-behind: nothing is read back).
+    await write(
+      q,
       `INSERT INTO balances (tenant_id, user_id, currency_id, available, lifetime_earned)
        SELECT tenant_id, user_id, currency_id, 0, 0 FROM unnest($1::text[], $2::text[], $3::text[]) AS k(tenant_id, user_id, currency_id)
        ON CONFLICT DO NOTHING`,
       cols,
     );
-    const r = await q.query<{
-      tenant_id: string;
-      user_id: string;
-      currency_id: string;
-      available: number;
-      lifetime_earned: number;
-    }>(
-      `SELECT b.tenant_id, b.user_id, b.currency_id, b.available, b.lifetime_earned FROM balances b
-       JOIN unnest($1::text[], $2::text[], $3::text[]) AS k(tenant_id, user_id, currency_id)
+    // A row comes back with its key's position among the keys sent (k.i), not the key's text.
+    const r = await q.query<{ i: number; available: number; lifetime_earned: number }>(
+      `SELECT k.i, b.available, b.lifetime_earned FROM balances b
+       JOIN unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS k(tenant_id, user_id, currency_id, i)
          ON b.tenant_id = k.tenant_id AND b.user_id = k.user_id AND b.currency_id = k.currency_id
        ORDER BY b.tenant_id, b.user_id, b.currency_id FOR UPDATE OF b`,
       cols,
     );
     return new Map(
-      r.rows.map((b) => [
-        pairId(b.tenant_id, b.user_id, b.currency_id),
-        {
-          tenant_id: b.tenant_id,
-          user_id: b.user_id,
-          currency_id: b.currency_id,
-          available: Number(b.available),
-          lifetime: Number(b.lifetime_earned),
-          changed: false,
-        },
-      ]),
+      r.rows.map((b) => {
+        const k = keys[Number(b.i) - 1]!;
+        return [
+          pairId(k.tenant_id, k.user_id, k.currency_id),
+          {
+            tenant_id: k.tenant_id,
+            user_id: k.user_id,
+            currency_id: k.currency_id,
+            available: Number(b.available),
+            lifetime: Number(b.lifetime_earned),
+            changed: false,
+          },
+        ];
+      }),
     );
   }
 
@@ -376,7 +381,10 @@ export class Wallet {
         ms.map((m) => hash('sha256', pairId(m.tenant_id, m.idempotency_key!), 'buffer').readInt32BE(0)),
       ),
     ].sort((a, b) => a - b);
-    await q.query(
+    // Nothing is read back: on a write-behind transaction the lock goes out with the read after
+    // it (the statements run in the order sent; a failed lock fails that read too).
+    await write(
+      q,
       `SELECT pg_advisory_xact_lock($1::int4, k) FROM unnest($2::int4[]) WITH ORDINALITY AS u(k, n) ORDER BY n`,
       [KEY_LOCK_CLASS, hashes],
     );

@@ -193,10 +193,18 @@ export class ScoringStep implements PipelineStep<Scorers> {
 
     // In one order for every transaction: batches of different partitions create the same new
     // windows concurrently, and inserting them in each batch's event order deadlocked (issue 7).
-    const windowRows = await ensureWindows(
-      q,
-      [...windows.values()].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)).map((w) => w.row),
-    );
+    // The windows' read (FOR SHARE, first) and the scores' lock go out together: one round trip.
+    // The scores of a window found closed stay locked to COMMIT, unwritten.
+    const [windowRows, current] = await Promise.all([
+      ensureWindows(
+        q,
+        [...windows.values()].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)).map((w) => w.row),
+      ),
+      scores.lock(
+        q,
+        contributions.map((c) => c.key),
+      ),
+    ]);
     const live = contributions.filter((c) => {
       if (windowRows.get(c.window.id)?.status === 'closed') {
         effects[c.eventIndex] = late;
@@ -205,10 +213,6 @@ export class ScoringStep implements PipelineStep<Scorers> {
       return true;
     });
 
-    const current = await scores.lock(
-      q,
-      live.map((c) => c.key),
-    );
     const changed = new Map<string, ScoreRow>();
     for (const c of live) {
       const id = `${c.window.id}\u0000${c.key.user_id}`; // scoreId(c.key), from the window's id
