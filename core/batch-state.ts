@@ -50,9 +50,11 @@ export class BatchState<R extends object> {
     this.keyCols = keyCols;
     const params = (cols: ReadonlyArray<{ type: SqlType }>) =>
       cols.map((c, i) => `$${i + 1}::${c.type}[]`).join(', ');
+    // The row's key comes back as its position among the keys sent (k.i): the key columns' text
+    // is not sent back, decoded and copied across the database thread once more (issue 19).
     this.lockSql =
-      `SELECT ${all.map((c) => `s.${c.column}`).join(', ')} FROM ${t} s\n` +
-      ` JOIN unnest(${params(spec.keys)}) AS k(${keyCols.join(', ')})\n` +
+      `SELECT k.i${spec.values.map((c) => `, s.${c.column}`).join('')} FROM ${t} s\n` +
+      ` JOIN unnest(${params(spec.keys)}) WITH ORDINALITY AS k(${keyCols.join(', ')}, i)\n` +
       `   ON ${keyCols.map((c) => `s.${c} = k.${c}`).join(' AND ')}\n` +
       ` ORDER BY ${keyCols.map((c) => `s.${c}`).join(', ')} FOR UPDATE OF s`;
     const set = spec.values.map((v) =>
@@ -102,13 +104,16 @@ export class BatchState<R extends object> {
       this.lockSql,
       this.spec.keys.map((c) => unique.map((k) => (k as Record<string, unknown>)[c.column])),
     );
-    return new Map(
-      r.rows.map((row) => {
-        for (const c of this.numeric) row[c] = Number(row[c]);
-        const typed = row as R;
-        return [this.id(typed), typed];
-      }),
-    );
+    const out = new Map<string, R>();
+    for (const found of r.rows) {
+      const key = unique[Number(found.i) - 1] as Record<string, unknown>;
+      const row: Record<string, unknown> = {};
+      for (const c of this.keyCols) row[c] = key[c];
+      for (const c of this.spec.values) row[c.column] = found[c.column];
+      for (const c of this.numeric) row[c] = Number(row[c]);
+      out.set(this.id(row as Partial<R>), row as R);
+    }
+    return out;
   }
 
   /**

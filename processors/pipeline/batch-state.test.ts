@@ -55,8 +55,10 @@ describe('BatchState: the statements', () => {
     expect(q.calls).toHaveLength(1);
     const { text, params } = q.calls[0]!;
     expect(text).toMatch(
-      /JOIN unnest\(\$1::text\[\], \$2::text\[\], \$3::text\[\]\) AS k\(tenant_id, user_id, period\)/,
+      /JOIN unnest\(\$1::text\[\], \$2::text\[\], \$3::text\[\]\) WITH ORDINALITY AS k\(tenant_id, user_id, period, i\)/,
     );
+    // The key comes back as its position among the keys sent, not as its columns' text.
+    expect(text).toMatch(/^SELECT k\.i, s\.amount, s\.best FROM batch_state_test s/);
     expect(text).toMatch(/ORDER BY s\.tenant_id, s\.user_id, s\.period FOR UPDATE OF s$/);
     expect(params).toEqual([
       ['t', 't', 's', 't'],
