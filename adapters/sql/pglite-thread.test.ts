@@ -69,16 +69,25 @@ describe('PgliteThreadSql', () => {
     await expect(sql.ping()).resolves.toBeUndefined();
   });
 
-  it('runs one transaction at a time: a statement outside waits for the open one', async () => {
-    const order: string[] = [];
+  /**
+   * A transaction that inserts row `id` and then holds the session for 200 ms: `entered` once the
+   * row is in, `done` when it committed (after `then`, if given, ran inside it).
+   */
+  const holding = (id: number, then?: () => void) => {
     let inside!: () => void;
     const entered = new Promise<void>((r) => (inside = r));
-    const t = sql.tx(async (q) => {
-      await q.query('INSERT INTO kinds (id) VALUES (10)');
+    const done = sql.tx(async (q) => {
+      await q.query('INSERT INTO kinds (id) VALUES ($1)', [id]);
       inside();
       await new Promise((r) => setTimeout(r, 200));
-      order.push('tx');
+      then?.();
     });
+    return { entered, done };
+  };
+
+  it('runs one transaction at a time: a statement outside waits for the open one', async () => {
+    const order: string[] = [];
+    const { entered, done: t } = holding(10, () => order.push('tx'));
     await entered;
     const outside = sql.query('SELECT count(*)::int AS n FROM kinds WHERE id = 10').then((r) => {
       order.push('outside');
@@ -90,13 +99,7 @@ describe('PgliteThreadSql', () => {
   });
 
   it('runs statements sent with their BEGIN inside the transaction, in order, once it opens', async () => {
-    let inside!: () => void;
-    const entered = new Promise<void>((r) => (inside = r));
-    const first = sql.tx(async (q) => {
-      await q.query('INSERT INTO kinds (id) VALUES (30)');
-      inside();
-      await new Promise((r) => setTimeout(r, 200));
-    });
+    const { entered, done: first } = holding(30);
     await entered;
     // Sent at once, behind the open transaction: none of them may run before it commits, and the
     // second must see the first (the order they were sent in).
