@@ -8,6 +8,7 @@
  */
 import { hash } from 'node:crypto';
 import type { Queryable } from '../../adapters/sql/types';
+import { BatchState } from '../batch-state';
 import { write } from '../write-behind';
 import type { FactBus, WalletMoved } from '../facts';
 import { systemRandom, type Random } from '../random';
@@ -111,6 +112,30 @@ interface Direction {
 export type BatchResult = MovementResult | WalletError;
 
 const pairId = (tenant: string, a: string, b = '') => `${tenant}\u0000${a}\u0000${b}`;
+
+/**
+ * The balance rows a batch locks (core/batch-state.ts: one statement, FOR UPDATE in key order). Its
+ * `id` of a row is `pairId(tenant, user, currency)`. The wallet writes them back itself (one UPDATE
+ * of the changed rows), so only `lock` is used.
+ */
+const balanceRows = new BatchState<{
+  tenant_id: string;
+  user_id: string;
+  currency_id: string;
+  available: number;
+  lifetime_earned: number;
+}>({
+  table: 'balances',
+  keys: [
+    { column: 'tenant_id', type: 'text' },
+    { column: 'user_id', type: 'text' },
+    { column: 'currency_id', type: 'text' },
+  ],
+  values: [
+    { column: 'available', type: 'bigint', merge: 'replace' },
+    { column: 'lifetime_earned', type: 'bigint', merge: 'replace' },
+  ],
+});
 
 /** Advisory lock class of idempotency keys ('LDWK'). */
 const KEY_LOCK_CLASS = 0x4c44574b;
@@ -319,29 +344,19 @@ export class Wallet {
        ON CONFLICT DO NOTHING`,
       cols,
     );
-    // A row comes back with its key's position among the keys sent (k.i), not the key's text.
-    const r = await q.query<{ i: number; available: number; lifetime_earned: number }>(
-      `SELECT k.i, b.available, b.lifetime_earned FROM balances b
-       JOIN unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS k(tenant_id, user_id, currency_id, i)
-         ON b.tenant_id = k.tenant_id AND b.user_id = k.user_id AND b.currency_id = k.currency_id
-       ORDER BY b.tenant_id, b.user_id, b.currency_id FOR UPDATE OF b`,
-      cols,
-    );
+    const locked = await balanceRows.lock(q, keys);
     return new Map(
-      r.rows.map((b) => {
-        const k = keys[Number(b.i) - 1]!;
-        return [
-          pairId(k.tenant_id, k.user_id, k.currency_id),
-          {
-            tenant_id: k.tenant_id,
-            user_id: k.user_id,
-            currency_id: k.currency_id,
-            available: Number(b.available),
-            lifetime: Number(b.lifetime_earned),
-            changed: false,
-          },
-        ];
-      }),
+      [...locked].map(([id, b]) => [
+        id,
+        {
+          tenant_id: b.tenant_id,
+          user_id: b.user_id,
+          currency_id: b.currency_id,
+          available: b.available,
+          lifetime: b.lifetime_earned,
+          changed: false,
+        },
+      ]),
     );
   }
 
