@@ -3,6 +3,7 @@
  * Adapters are chosen here, once; nothing else asks which shape it runs in.
  */
 import { mkdirSync } from 'node:fs';
+import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Analytics } from '../adapters/analytics/types';
 import type { EventLog } from '../adapters/eventlog/types';
@@ -155,6 +156,43 @@ export async function openEventLog(config: Config, sql: Sql, log: Logger): Promi
   // A real Postgres without Kafka: the log is a table of that database.
   const { LocalEventLog } = await import('../adapters/eventlog/local');
   return new LocalEventLog(sql, { log: logTo, retentionMs: config.fileLog.retentionMs });
+}
+
+/** An event log for the ingest warm-up's synthetic appends (ingest/warm-up.ts), and its disposal. */
+export interface WarmUpEventLog {
+  eventLog: EventLog;
+  /** Called once the warm-up is over: closes and removes what only the warm-up used. */
+  dispose(): Promise<void>;
+}
+
+/**
+ * Where the ingest warm-up appends. With Kafka: the process's own log (the `ludus.warm-up` topic,
+ * which nothing consumes and the broker keeps an hour). In the embedded shape: a scratch file log
+ * of the same class in `<data dir>/log-warm-up`, removed once the warm-up is over, because the file
+ * log keeps a partition's last segment for ever (the same code gets warm; the data directory keeps
+ * nothing). A data directory left with one by a crash has it removed at the next start. With the
+ * SQL-table log (Postgres without Kafka): none, the warm-up would write to the database.
+ */
+export async function openWarmUpEventLog(
+  config: Config,
+  a: Adapters,
+  log: Logger,
+): Promise<WarmUpEventLog | null> {
+  if (a.eventLog.kind === 'kafka') return { eventLog: a.eventLog, dispose: async () => undefined };
+  if (a.eventLog.kind !== 'file') return null;
+  const { FileEventLog } = await import('../adapters/eventlog/file');
+  const dir = join(config.dataDir, 'log-warm-up');
+  await rm(dir, { recursive: true, force: true });
+  const logTo = (level: 'debug' | 'info' | 'warn' | 'error', message: string, extra?: object) =>
+    log[level]({ ...extra, component: 'event-log', warm_up: true }, message);
+  const eventLog = new FileEventLog({ dir, log: logTo, ...config.fileLog });
+  return {
+    eventLog,
+    dispose: async () => {
+      await closeQuietly(eventLog);
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
 }
 
 export async function openRanks(config: Config): Promise<RankIndex> {

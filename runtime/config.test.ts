@@ -64,8 +64,11 @@ describe('loadConfig', () => {
     ).toMatchObject({ pipelineTransactions: 0, pipelineRoundRecords: 500, pipelineGatherMs: 0 });
   });
 
-  it('warms the ingest gateway up for 2 s with Kafka and not with the embedded event logs, unless told', () => {
-    expect(loadConfig({})).toMatchObject({ ingestWarmUpMs: 0 });
+  it('warms the ingest gateway up for 2 s with Kafka, 1.5 s embedded, not with the SQL-table log, unless told', () => {
+    expect(loadConfig({})).toMatchObject({ ingestWarmUpMs: 1500 });
+    expect(loadConfig({ LUDUS_SQL: 'pg', LUDUS_DATABASE_URL: 'postgres://127.0.0.1/x' })).toMatchObject({
+      ingestWarmUpMs: 0,
+    });
     expect(loadConfig(distributed)).toMatchObject({ ingestWarmUpMs: 2000 });
     expect(loadConfig({ ...distributed, LUDUS_INGEST_WARM_UP_MS: '0' })).toMatchObject({ ingestWarmUpMs: 0 });
     expect(() => loadConfig({ LUDUS_INGEST_WARM_UP_MS: '2s' })).toThrow(/^LUDUS_INGEST_WARM_UP_MS:/);

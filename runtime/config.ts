@@ -104,7 +104,9 @@ export interface Config {
   /**
    * How long (ms) a process with the `ingest` role appends synthetic events to a topic nothing
    * consumes (`ludus.warm-up`, ingest/warm-up.ts) before it listens, so that load finds its
-   * gateway warm. Default 2000 with Kafka, 0 (no warm-up) with the embedded event logs.
+   * gateway warm. Default 2000 with Kafka; 1500 in the embedded shape, whose warm-up appends to a
+   * scratch file log removed afterwards (runtime/compose.ts `openWarmUpEventLog`); 0 (none) with the
+   * SQL-table log of Postgres without Kafka.
    */
   ingestWarmUpMs: number;
   /**
@@ -393,7 +395,12 @@ export function loadConfig(env: Env = process.env): Config {
     pipelineGatherMs: int('LUDUS_PIPELINE_GATHER_MS', 5, 0, 1000),
     pipelineRoundMs: int('LUDUS_PIPELINE_ROUND_MS', adapters.sql === 'pglite' ? 700 : 0, 0, 600_000),
     pipelineWarmUpMs: int('LUDUS_PIPELINE_WARM_UP_MS', adapters.sql === 'pglite' ? 2000 : 5000, 0, 600_000),
-    ingestWarmUpMs: int('LUDUS_INGEST_WARM_UP_MS', adapters.eventLog === 'kafka' ? 2000 : 0, 0, 600_000),
+    ingestWarmUpMs: int(
+      'LUDUS_INGEST_WARM_UP_MS',
+      adapters.eventLog === 'kafka' ? 2000 : adapters.sql === 'pglite' ? 1500 : 0,
+      0,
+      600_000,
+    ),
     fileLog: {
       segmentBytes: int('LUDUS_EVENT_LOG_SEGMENT_MB', 64, 1, 1024) * 1024 * 1024,
       retentionMs: int('LUDUS_EVENT_LOG_RETENTION_HOURS', 720, 1, 24 * 365 * 10) * 3600 * 1000,

@@ -19,6 +19,7 @@ import { startProcessor } from '../processors/framework';
 import { pipelineProcessor } from '../processors/pipeline/pipeline';
 import { warmUp } from '../processors/warm-up';
 import { warmUpIngest } from '../ingest/warm-up';
+import { openWarmUpEventLog } from './compose';
 import { EVENTS_TOPIC } from '../schemas/topics';
 import type { Role } from './config';
 import { closingDeps, type AppContext } from './context';
@@ -96,10 +97,16 @@ export async function startRoles(ctx: AppContext, roles: Role[] = ctx.config.rol
     if (roles.includes('ingest')) {
       await ctx.adapters.eventLog.ensureTopic(EVENTS_TOPIC);
       // Like the pipeline's: the gateway warms up before it listens (a readiness probe waits).
-      await warmUpIngest(
-        { eventLog: ctx.adapters.eventLog, log, now: () => ctx.clock.now() },
-        { budgetMs: config.ingestWarmUpMs },
-      );
+      const scratch = config.ingestWarmUpMs > 0 ? await openWarmUpEventLog(config, ctx.adapters, log) : null;
+      if (scratch)
+        try {
+          await warmUpIngest(
+            { eventLog: scratch.eventLog, log, now: () => ctx.clock.now() },
+            { budgetMs: config.ingestWarmUpMs },
+          );
+        } finally {
+          await scratch.dispose();
+        }
       await serve('ingest', config.ports.ingest);
     }
     if (roles.includes('api')) {

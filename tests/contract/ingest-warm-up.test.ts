@@ -2,14 +2,22 @@
  * Issue 19: the ingest gateway's warm-up (ingest/warm-up.ts) on the real Kafka and schema
  * registry. It appends synthetic events of a synthetic tenant to `ludus.warm-up` only (never to
  * the events topic), creates that topic with an hour's retention, stops at its budget, and a
- * failing event log ends it with a warning instead of failing the start.
+ * failing event log ends it with a warning instead of failing the start. In the embedded shape it
+ * appends to a scratch file log that is removed afterwards (last describe).
  */
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Kafka, logLevel, ConfigResourceTypes } from 'kafkajs';
+import { FileEventLog } from '../../adapters/eventlog/file';
 import { KafkaEventLog } from '../../adapters/eventlog/kafka';
 import type { EventLog } from '../../adapters/eventlog/types';
 import { warmUpIngest, WARM_UP_TENANT } from '../../ingest/warm-up';
 import { EVENTS_TOPIC, WARM_UP_TOPIC, type EventRecord } from '../../schemas/topics';
+import { openWarmUpEventLog, type Adapters } from '../../runtime/compose';
+import { loadConfig } from '../../runtime/config';
 import { createLogger } from '../../shared/logger';
+import { startTestApp } from '../support/app';
 import { deleteKafkaByPrefix, deleteSubjectsByPrefix } from '../support/cleanup';
 import { stack, uniqueName } from '../support/stack';
 
@@ -111,5 +119,72 @@ describe('ingest warm-up with a failing event log', () => {
       appended.flat().every((e) => e.tenant_id === WARM_UP_TENANT && e.event_id.startsWith('warm-up-')),
     ).toBe(true);
     expect(appended.flat().length).toBe(300);
+  });
+});
+
+/**
+ * The embedded shape's warm-up appends to a scratch file log in `<data dir>/log-warm-up`
+ * (runtime/compose.ts `openWarmUpEventLog`), because the file log keeps a partition's last segment
+ * for ever: the data directory's own log gets nothing, and the scratch directory is gone after.
+ */
+describe('ingest warm-up [embedded file log]', () => {
+  let dataDir: string;
+  let real: FileEventLog;
+
+  beforeEach(async () => {
+    dataDir = mkdtempSync(join(tmpdir(), 'ludus-iw-'));
+    real = new FileEventLog({ dir: join(dataDir, 'log') });
+    await real.ensureTopic(EVENTS_TOPIC);
+  });
+  afterEach(async () => {
+    await real.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  const adapters = (eventLog: EventLog) => ({ eventLog }) as unknown as Adapters;
+
+  it('appends to a scratch log, then removes it; the real log gets nothing', async () => {
+    // A scratch directory a crash left behind is removed first.
+    mkdirSync(join(dataDir, 'log-warm-up', 'leftover'), { recursive: true });
+    const config = loadConfig({ LUDUS_DATA_DIR: dataDir });
+    const scratch = await openWarmUpEventLog(config, adapters(real), log);
+    expect(scratch).not.toBeNull();
+    expect(scratch!.eventLog).not.toBe(real);
+    expect(existsSync(join(dataDir, 'log-warm-up', 'leftover'))).toBe(false);
+    const r = await warmUpIngest({ eventLog: scratch!.eventLog, log, now: Date.now }, { budgetMs: 300 });
+    expect(r.failed).toBeUndefined();
+    expect(r.events).toBeGreaterThanOrEqual(800);
+    const appended = [...(await scratch!.eventLog.endOffsets(WARM_UP_TOPIC)).values()].reduce(
+      (a, b) => a + b,
+    );
+    expect(appended).toBe(r.events);
+    await scratch!.dispose();
+    expect(existsSync(join(dataDir, 'log-warm-up'))).toBe(false);
+    expect(readdirSync(join(dataDir, 'log'))).toEqual([EVENTS_TOPIC.name]);
+    expect([...(await real.endOffsets(EVENTS_TOPIC)).values()].every((n) => n === 0)).toBe(true);
+  });
+
+  it('starts the embedded app with its warm-up, and nothing of it is left in the data directory', async () => {
+    const app = await startTestApp('embedded', { env: { LUDUS_INGEST_WARM_UP_MS: '200' } });
+    try {
+      const dir = app.ctx.config.dataDir;
+      expect(existsSync(join(dir, 'log-warm-up'))).toBe(false);
+      expect(existsSync(join(dir, 'log', WARM_UP_TOPIC.name))).toBe(false);
+      const res = await fetch(`${app.url.ingest}/health`);
+      expect(res.status).toBe(200);
+    } finally {
+      await app.stop();
+    }
+  }, 120_000);
+
+  it('uses the process log with Kafka, and none with the SQL-table log', async () => {
+    const config = loadConfig({ LUDUS_DATA_DIR: dataDir });
+    const kafka = { kind: 'kafka' } as unknown as EventLog;
+    const same = await openWarmUpEventLog(config, adapters(kafka), log);
+    expect(same!.eventLog).toBe(kafka);
+    await same!.dispose();
+    expect(
+      await openWarmUpEventLog(config, adapters({ kind: 'local' } as unknown as EventLog), log),
+    ).toBeNull();
   });
 });
