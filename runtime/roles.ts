@@ -97,7 +97,17 @@ export async function startRoles(ctx: AppContext, roles: Role[] = ctx.config.rol
     if (roles.includes('ingest')) {
       await ctx.adapters.eventLog.ensureTopic(EVENTS_TOPIC);
       // Like the pipeline's: the gateway warms up before it listens (a readiness probe waits).
-      const scratch = config.ingestWarmUpMs > 0 ? await openWarmUpEventLog(config, ctx.adapters, log) : null;
+      // An optimisation, never a gate: a warm-up log that cannot be opened or removed is a warning.
+      const skipped = (what: string) => (err: unknown) => {
+        log.warn({ err: err instanceof Error ? err.message : String(err) }, `ingest warm-up: ${what}`);
+        return null;
+      };
+      const scratch =
+        config.ingestWarmUpMs > 0
+          ? await openWarmUpEventLog(config, ctx.adapters, log).catch(
+              skipped('its event log could not be opened; the gateway starts cold'),
+            )
+          : null;
       if (scratch)
         try {
           await warmUpIngest(
@@ -105,7 +115,7 @@ export async function startRoles(ctx: AppContext, roles: Role[] = ctx.config.rol
             { budgetMs: config.ingestWarmUpMs },
           );
         } finally {
-          await scratch.dispose();
+          await scratch.dispose().catch(skipped('its scratch log could not be removed'));
         }
       await serve('ingest', config.ports.ingest);
     }
