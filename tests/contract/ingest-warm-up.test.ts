@@ -5,7 +5,7 @@
  * failing event log ends it with a warning instead of failing the start. In the embedded shape it
  * appends to a scratch file log that is removed afterwards (last describe).
  */
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Kafka, logLevel, ConfigResourceTypes } from 'kafkajs';
@@ -176,6 +176,13 @@ describe('ingest warm-up [embedded file log]', () => {
       await app.stop();
     }
   }, 120_000);
+
+  it('refuses to open a scratch log where there can be none (the caller then starts cold)', async () => {
+    const file = join(dataDir, 'not-a-directory');
+    writeFileSync(file, 'x');
+    const config = loadConfig({ LUDUS_DATA_DIR: file });
+    await expect(openWarmUpEventLog(config, adapters(real), log)).rejects.toThrow(/ENOTDIR|not a directory/i);
+  });
 
   it('uses the process log with Kafka, and none with the SQL-table log', async () => {
     const config = loadConfig({ LUDUS_DATA_DIR: dataDir });
