@@ -99,12 +99,17 @@ export async function openSql(config: Config, onStopped?: (err: Error) => void):
   );
 }
 
+/** The event logs' diagnostics, as lines of the process's logger tagged `component: event-log`. */
+function eventLogLogger(log: Logger, tags: object = {}) {
+  return (level: 'debug' | 'info' | 'warn' | 'error', message: string, extra?: object) =>
+    log[level]({ ...extra, ...tags, component: 'event-log' }, message);
+}
+
 export async function openEventLog(config: Config, sql: Sql, log: Logger): Promise<EventLog> {
   if (config.adapters.eventLog === 'kafka') {
     const { KafkaEventLog } = await import('../adapters/eventlog/kafka');
     const brokers = config.kafka.brokers;
-    const logTo = (level: 'debug' | 'info' | 'warn' | 'error', message: string, extra?: object) =>
-      log[level]({ ...extra, component: 'event-log' }, message);
+    const logTo = eventLogLogger(log);
     const eventLog = new KafkaEventLog({
       brokers,
       clientId: config.kafka.clientId,
@@ -134,8 +139,7 @@ export async function openEventLog(config: Config, sql: Sql, log: Logger): Promi
     });
     return eventLog;
   }
-  const logTo = (level: 'debug' | 'info' | 'warn' | 'error', message: string, extra?: object) =>
-    log[level]({ ...extra, component: 'event-log' }, message);
+  const logTo = eventLogLogger(log);
   if (sql.kind === 'pglite') {
     // The embedded default: the log in files of the data directory, so that PGlite runs the
     // pipeline's transactions only (issue 19). A data directory whose log was still the SQL table
@@ -183,9 +187,7 @@ export async function openWarmUpEventLog(
   const { FileEventLog } = await import('../adapters/eventlog/file');
   const dir = join(config.dataDir, 'log-warm-up');
   await rm(dir, { recursive: true, force: true });
-  const logTo = (level: 'debug' | 'info' | 'warn' | 'error', message: string, extra?: object) =>
-    log[level]({ ...extra, component: 'event-log', warm_up: true }, message);
-  const eventLog = new FileEventLog({ dir, log: logTo, ...config.fileLog });
+  const eventLog = new FileEventLog({ dir, log: eventLogLogger(log, { warm_up: true }), ...config.fileLog });
   return {
     eventLog,
     dispose: async () => {

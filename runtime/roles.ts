@@ -97,26 +97,7 @@ export async function startRoles(ctx: AppContext, roles: Role[] = ctx.config.rol
     if (roles.includes('ingest')) {
       await ctx.adapters.eventLog.ensureTopic(EVENTS_TOPIC);
       // Like the pipeline's: the gateway warms up before it listens (a readiness probe waits).
-      // An optimisation, never a gate: a warm-up log that cannot be opened or removed is a warning.
-      const skipped = (what: string) => (err: unknown) => {
-        log.warn({ err: err instanceof Error ? err.message : String(err) }, `ingest warm-up: ${what}`);
-        return null;
-      };
-      const scratch =
-        config.ingestWarmUpMs > 0
-          ? await openWarmUpEventLog(config, ctx.adapters, log).catch(
-              skipped('its event log could not be opened; the gateway starts cold'),
-            )
-          : null;
-      if (scratch)
-        try {
-          await warmUpIngest(
-            { eventLog: scratch.eventLog, log, now: () => ctx.clock.now() },
-            { budgetMs: config.ingestWarmUpMs },
-          );
-        } finally {
-          await scratch.dispose().catch(skipped('its scratch log could not be removed'));
-        }
+      await warmUpIngestGateway(ctx);
       await serve('ingest', config.ports.ingest);
     }
     if (roles.includes('api')) {
@@ -219,4 +200,30 @@ export async function startRoles(ctx: AppContext, roles: Role[] = ctx.config.rol
   }
   for (const l of listening) log.info({ gateway: l.gateway, url: l.url }, 'listening');
   return { roles, listening, stop };
+}
+
+/**
+ * The ingest gateway's warm-up (ingest/warm-up.ts) on the log the composition root picks for it
+ * (`openWarmUpEventLog`), which is disposed of afterwards. An optimisation, never a gate: a warm-up
+ * log that cannot be opened or removed is a warning, and the gateway starts as it is.
+ */
+async function warmUpIngestGateway(ctx: AppContext): Promise<void> {
+  const { config, log } = ctx;
+  if (config.ingestWarmUpMs <= 0) return;
+  const skipped = (what: string) => (err: unknown) => {
+    log.warn({ err: err instanceof Error ? err.message : String(err) }, `ingest warm-up: ${what}`);
+    return null;
+  };
+  const scratch = await openWarmUpEventLog(config, ctx.adapters, log).catch(
+    skipped('its event log could not be opened; the gateway starts cold'),
+  );
+  if (!scratch) return;
+  try {
+    await warmUpIngest(
+      { eventLog: scratch.eventLog, log, now: () => ctx.clock.now() },
+      { budgetMs: config.ingestWarmUpMs },
+    );
+  } finally {
+    await scratch.dispose().catch(skipped('its scratch log could not be removed'));
+  }
 }
