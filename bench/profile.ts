@@ -65,15 +65,25 @@ export function locationOf(url: string): string {
   return u;
 }
 
+/** When a profile started, in µs of the process's monotonic clock (the same for all its threads). */
+export function profileStartUs(file: string): number {
+  return (JSON.parse(readFileSync(file, 'utf8')) as CpuProfile).startTime;
+}
+
 /**
- * `window`: only samples between these times (ms after the profile started), e.g. the measured
- * part of a run without the process's start-up.
+ * `window`: only samples between these times (ms after the profile started, or after `originUs`
+ * when given: another thread's profile start, see `profileStartUs`), e.g. the measured part of a
+ * run without the process's start-up.
  */
-export function summarise(file: string, top = 25, window?: { fromMs: number; toMs: number }): ProfileSummary {
+export function summarise(
+  file: string,
+  top = 25,
+  window?: { fromMs: number; toMs: number; originUs?: number },
+): ProfileSummary {
   const p = JSON.parse(readFileSync(file, 'utf8')) as CpuProfile;
   const byId = new Map(p.nodes.map((n) => [n.id, n]));
   const selfUs = new Map<number, number>();
-  let at = 0;
+  let at = window?.originUs === undefined ? 0 : p.startTime - window.originUs;
   for (let i = 0; i < p.samples.length; i++) {
     const delta = p.timeDeltas[i] ?? 0;
     at += delta;

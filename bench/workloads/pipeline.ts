@@ -995,12 +995,14 @@ async function latencyRuns(b: Bench, fixture: EmbeddedFixture, peak: number): Pr
   const { env, token, copy } = fixture;
   const { rate, label } = latencyRate(b, 'embedded', peak);
   const lat: ProbeResult[] = [];
-  for (let i = 0; i < p.runs; i++) {
+  const latencyRun = async (i: number, nodeFlags: string[] = [], clock?: ProfileClock) => {
     const dir = copy('pipeline-embedded-latency');
+    clock?.spawned();
     const svc = await startService({
       label: 'all roles (embedded)',
       roles: 'ingest,api,processors',
       env: env(dir),
+      nodeFlags,
       logFile: `${b.tmp}/pipeline-embedded.log`,
     });
     try {
@@ -1013,6 +1015,7 @@ async function latencyRuns(b: Bench, fixture: EmbeddedFixture, peak: number): Pr
             return ((await r.json()) as { found?: boolean }).found === true;
           }),
         );
+      clock?.start();
       const load = runChild<unknown>(
         'bench/lib/pacer.ts',
         {
@@ -1041,14 +1044,26 @@ async function latencyRuns(b: Bench, fixture: EmbeddedFixture, peak: number): Pr
         drainMs: 30000,
       });
       await load;
-      lat.push(probes);
-      progress(
-        `latency embedded run ${i + 1}/${p.runs} at ${rate} events/s: p50 ${probes.p50.toFixed(0)} ms, p99 ${probes.p99.toFixed(0)} ms (${probes.visible}/${probes.sent} probes; ${afterWarmUp([probes])})`,
-      );
+      clock?.end();
+      return { probes, pid: svc.pid };
     } finally {
       await svc.stop();
       rmSync(dir, { recursive: true, force: true });
     }
+  };
+  for (let i = 0; i < p.runs; i++) {
+    const { probes } = await latencyRun(i);
+    lat.push(probes);
+    progress(
+      `latency embedded run ${i + 1}/${p.runs} at ${rate} events/s: p50 ${probes.p50.toFixed(0)} ms, p99 ${probes.p99.toFixed(0)} ms (${probes.visible}/${probes.sent} probes; ${afterWarmUp([probes])})`,
+    );
+  }
+  if (p.profile) {
+    await profiled(
+      b,
+      'pipeline-embedded-latency',
+      async (nodeFlags, clock) => (await latencyRun(99, nodeFlags, clock)).pid,
+    );
   }
   b.results.record('pipeline.embedded.latency', { eventsPerS: rate, runs: lat });
   b.results.row({
