@@ -575,6 +575,36 @@ describe('consumer framework [local log on PGlite]', () => {
     expect((await stored(group)).get(partition)).toBe(5);
   });
 
+  it('applies again, as replayed, what another member committed between two of its batches', async () => {
+    const group = uniqueName('g');
+    const first = [record('ok'), record('ok')];
+    await append(first);
+    const one = await start(group);
+    await drained(group);
+    const partition = log.partitionFor(TOPIC, 't1:u1');
+    expect((await stored(group)).get(partition)).toBe(2);
+
+    // Another member (after a rebalance this one did not see) applied the next record: the stored
+    // offset moved past it, and its effect is that member's.
+    const later = [record('ok'), record('ok')];
+    await sql.query(
+      `UPDATE consumer_offsets SET next_offset = 3 WHERE group_id = $1 AND topic = $2 AND partition = $3`,
+      [group, log.physicalName(TOPIC), partition],
+    );
+    await append(later);
+    await drained(group);
+
+    // This member's batch [2, 3] went out before the offsets' answer, all of it fresh; the answer
+    // (3) rolled that transaction back, and the batch was applied again with 2 as replayed.
+    const calls = one.calls.filter((c) => c.partition === partition && c.nextOffset === 4);
+    expect(calls.map((c) => [c.fresh, c.replayed])).toEqual([
+      [[2, 3], []],
+      [[3], [2]],
+    ]);
+    expect((await effects(group)).map((e) => e.event_id)).toEqual(sortIds([...first, later[1]!]));
+    expect((await stored(group)).get(partition)).toBe(4);
+  });
+
   it('calls maintain with the owned partitions and their applied offsets, and survives its failures', async () => {
     const group = uniqueName('g');
     const seen: Array<{ partitions: number[]; applied: Array<[number, number]> }> = [];

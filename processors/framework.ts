@@ -7,6 +7,9 @@
  * after a rebalance (kafkajs has no generation fencing) waits, then sees the advanced offset and
  * applies nothing twice. Records below the stored offset are handed to the processor as
  * `replayed` (already applied), so derived indexes can be resynchronised from them.
+ * A batch that continues where this member's last commit left its partition does not wait for the
+ * offset's answer: `apply` starts behind the lock, and a stored offset found moved (another
+ * member's commit) rolls the transaction back to apply the batch the usual way (`commit`).
  *
  * Outcomes are typed per record: ok, skip (nothing to do), dead_letter (cannot be applied; kept in
  * the dead_letters table). More than `maxDeadLetters` dead letters within `deadLetterWindowMs`
@@ -62,6 +65,11 @@ export const deadLetter = (reason: string, reasonClass = 'rejected'): Outcome =>
   reason,
   reasonClass,
 });
+
+/** A transaction found its partitions' stored offsets moved by another member: applied again (`commit`). */
+class OffsetsMoved extends Error {
+  override readonly name = 'OffsetsMoved';
+}
 
 /** A fault of the processor itself (not of a record): never retried record by record. */
 export class FrameworkError extends Error {
@@ -305,14 +313,76 @@ export async function startProcessor<T>(
     nextOffset: b.nextOffset,
   });
 
+  /** What a transaction covers, given the stored offset of each of its partitions. */
+  const split = (parts: Part[], from: Map<number, number>) => {
+    const ranges: PartRange[] = [];
+    const fresh: LogRecord<T>[] = [];
+    const replayed: LogRecord<T>[] = [];
+    const moved: Array<[number, number]> = [];
+    const applied = new Map<number, number>();
+    for (const part of parts) {
+      const start = from.get(part.partition);
+      if (start === undefined) throw new FrameworkError(`${p.group}: no offset row for ${part.partition}`);
+      const own = part.records.filter((x) => x.offset >= start);
+      fresh.push(...own);
+      replayed.push(...part.records.filter((x) => x.offset < start));
+      ranges.push({
+        partition: part.partition,
+        firstOffset: own[0]?.offset ?? part.records[0]?.offset ?? part.nextOffset,
+        nextOffset: part.nextOffset,
+      });
+      if (part.nextOffset > start) moved.push([part.partition, part.nextOffset]);
+      applied.set(part.partition, Math.max(start, part.nextOffset));
+    }
+    return { ranges, fresh, replayed, moved, applied };
+  };
+
+  /**
+   * The stored offsets a transaction over `parts` can take for granted: those of batches that
+   * start exactly where this member's last commit (or the resume) left their partitions, or null
+   * when one does not (a redelivery, a partition's first batch).
+   */
+  const expectedOffsets = (parts: Part[]): Map<number, number> | null => {
+    const from = new Map<number, number>();
+    for (const part of parts) {
+      const first = part.records[0]?.offset;
+      if (first === undefined || stored.get(part.partition) !== first) return null;
+      from.set(part.partition, first);
+    }
+    return from;
+  };
+
   /**
    * One transaction over `parts` (whole batches of one or more partitions, or one record of a batch
    * in the fallback), each ending at its `nextOffset`. With `poison`, the fresh records are not
    * applied: they become dead letters with that reason, in the same transaction as the offset move.
+   *
+   * When the batches continue where this member's last commit left them (`expectedOffsets`), the
+   * processor's `apply` starts at once, its first statements going out right behind the offsets'
+   * lock instead of after its answer (one round trip to the store fewer per transaction). The
+   * lock's answer still decides: when another member committed these partitions in between (a
+   * rebalance), the transaction is rolled back once its statements are done, and applied again
+   * the usual way.
    */
   const commit = async (
     parts: Part[],
     poison?: { reason: string; reasonClass: string },
+  ): Promise<Committed> => {
+    const expected = poison ? null : expectedOffsets(parts);
+    if (expected) {
+      try {
+        return await transact(parts, undefined, expected);
+      } catch (err) {
+        if (!(err instanceof OffsetsMoved)) throw err;
+      }
+    }
+    return transact(parts, poison, null);
+  };
+
+  const transact = async (
+    parts: Part[],
+    poison: { reason: string; reasonClass: string } | undefined,
+    expected: Map<number, number> | null,
   ): Promise<Committed> => {
     let dead = 0;
     let reservedAt: number | null = null;
@@ -329,48 +399,58 @@ export async function startProcessor<T>(
           );
           return new Map(r.rows.map((x) => [Number(x.partition), Number(x.next_offset)]));
         };
-        let from = await lockOffsets();
-        if (from.size < parts.length) {
-          await q.query(
-            `INSERT INTO consumer_offsets (group_id, topic, partition, next_offset)
-             SELECT $1, $2, x, 0 FROM unnest($3::int[]) AS x ON CONFLICT DO NOTHING`,
-            [p.group, topicName, partitions],
-          );
-          from = await lockOffsets();
-        }
-        const ranges: PartRange[] = [];
-        const fresh: LogRecord<T>[] = [];
-        const replayed: LogRecord<T>[] = [];
-        const moved: Array<[number, number]> = [];
-        const applied = new Map<number, number>();
-        for (const part of parts) {
-          const start = from.get(part.partition);
-          if (start === undefined)
-            throw new FrameworkError(`${p.group}: no offset row for ${part.partition}`);
-          const own = part.records.filter((x) => x.offset >= start);
-          fresh.push(...own);
-          replayed.push(...part.records.filter((x) => x.offset < start));
-          ranges.push({
-            partition: part.partition,
-            firstOffset: own[0]?.offset ?? part.records[0]?.offset ?? part.nextOffset,
-            nextOffset: part.nextOffset,
-          });
-          if (part.nextOffset > start) moved.push([part.partition, part.nextOffset]);
-          applied.set(part.partition, Math.max(start, part.nextOffset));
-        }
         // The writes that read nothing back go out without waiting (write-behind): the
         // processor's, then the dead letters and the offsets; all of them have succeeded before
         // COMMIT (settled below).
         const wq = new WriteBehind(q);
+        let covered: ReturnType<typeof split>;
         let res: ApplyResult;
-        if (poison) res = { outcomes: fresh.map(() => deadLetter(poison.reason, poison.reasonClass)) };
-        else {
-          res = await p.apply(wq, { parts: ranges, fresh, replayed });
-          if (res.outcomes.length !== fresh.length)
-            throw new FrameworkError(
-              `${p.group}: ${res.outcomes.length} outcomes for ${fresh.length} records`,
+        if (expected) {
+          covered = split(parts, expected);
+          const locking = lockOffsets();
+          const applying = p
+            .apply(wq, { parts: covered.ranges, fresh: covered.fresh, replayed: covered.replayed })
+            .then(
+              (r) => ({ r }),
+              (err: unknown) => ({ err }),
             );
+          let from: Map<number, number>;
+          try {
+            from = await locking;
+          } finally {
+            // Nothing of this transaction may still be running when it ends, whichever way.
+            await applying;
+          }
+          if (partitions.some((part) => from.get(part) !== expected.get(part))) {
+            await wq.settle().catch(() => undefined);
+            throw new OffsetsMoved();
+          }
+          const applied = await applying;
+          if ('err' in applied) throw applied.err;
+          res = applied.r;
+        } else {
+          let from = await lockOffsets();
+          if (from.size < parts.length) {
+            await q.query(
+              `INSERT INTO consumer_offsets (group_id, topic, partition, next_offset)
+               SELECT $1, $2, x, 0 FROM unnest($3::int[]) AS x ON CONFLICT DO NOTHING`,
+              [p.group, topicName, partitions],
+            );
+            from = await lockOffsets();
+          }
+          covered = split(parts, from);
+          if (poison)
+            res = { outcomes: covered.fresh.map(() => deadLetter(poison.reason, poison.reasonClass)) };
+          else
+            res = await p.apply(wq, {
+              parts: covered.ranges,
+              fresh: covered.fresh,
+              replayed: covered.replayed,
+            });
         }
+        const { fresh, moved, applied } = covered;
+        if (res.outcomes.length !== fresh.length)
+          throw new FrameworkError(`${p.group}: ${res.outcomes.length} outcomes for ${fresh.length} records`);
         // The limit is checked before anything is written: the batch that would pass it rolls back.
         dead = res.outcomes.filter((o) => o.kind === 'dead_letter').length;
         reservedAt = admitDeadLetters(dead);
