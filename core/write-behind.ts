@@ -9,7 +9,10 @@
  * (PGlite's query queue, node-postgres's per-client queue), so a later read sees every earlier
  * write. Failures are never lost: the first failed write is thrown by `settle()`, which the owner
  * of the transaction calls before its last statements and COMMIT, and by any later `query` or
- * `exec` (whose own error would only say that the transaction is aborted, SQLSTATE 25P02).
+ * `exec` (whose own error would only say that the transaction is aborted, SQLSTATE 25P02). On a
+ * store whose COMMIT refuses a transaction with a failed statement (`Sql.commitChecksStatements`:
+ * the embedded one), the owner may skip `settle()` and let the last writes and the COMMIT go out
+ * together; the transaction then fails with the first failed write's error.
  */
 import type { Queryable, QueryResult } from '../adapters/sql/types';
 

@@ -401,7 +401,7 @@ export async function startProcessor<T>(
         };
         // The writes that read nothing back go out without waiting (write-behind): the
         // processor's, then the dead letters and the offsets; all of them have succeeded before
-        // COMMIT (settled below).
+        // the transaction commits (settled below, or refused by the store's COMMIT).
         const wq = new WriteBehind(q);
         let covered: ReturnType<typeof split>;
         let res: ApplyResult;
@@ -479,7 +479,9 @@ export async function startProcessor<T>(
             [p.group, topicName, moved.map((m) => m[0]), moved.map((m) => m[1])],
           );
         }
-        await wq.settle();
+        // A store whose COMMIT refuses a transaction with a failed statement takes the last
+        // writes and the COMMIT in one go; any other is waited for here.
+        if (!deps.sql.commitChecksStatements) await wq.settle();
         return { outcomes: res.outcomes, fresh, afterCommit: res.afterCommit, applied };
       });
     } catch (err) {

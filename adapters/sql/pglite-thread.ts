@@ -59,6 +59,8 @@ function toError(e: SerializedError): Error {
 
 export class PgliteThreadSql implements Sql {
   readonly kind = 'pglite' as const;
+  /** See `Sql.commitChecksStatements` (the thread's PgliteSql refuses the COMMIT; `tx` below). */
+  readonly commitChecksStatements = true;
   private readonly pending = new Map<number, Pending>();
   private nextId = 1;
   private nextTx = 1;
@@ -117,7 +119,8 @@ export class PgliteThreadSql implements Sql {
     if (!this.closing) this.onStopped?.(this.stopped);
   }
 
-  private call<T>(req: Call): Promise<T> {
+  /** Posts a request; `unsent` hears of one refused before it left (the thread never saw it). */
+  private call<T>(req: Call, unsent?: (err: Error) => void): Promise<T> {
     if (this.stopped) return Promise.reject(this.stopped);
     const id = this.nextId++;
     return new Promise<T>((resolve, reject) => {
@@ -127,6 +130,7 @@ export class PgliteThreadSql implements Sql {
       } catch (err) {
         // A parameter that cannot be cloned (a function, a symbol): refused before it left.
         this.pending.delete(id);
+        unsent?.(err as Error);
         reject(err as Error);
       }
     });
@@ -144,20 +148,27 @@ export class PgliteThreadSql implements Sql {
    * The transaction's first statements go out with its BEGIN, without waiting for it (the host
    * runs them once the transaction is open, in order): one round trip to the thread fewer per
    * transaction. A BEGIN that fails fails them, and the transaction, with its error.
+   *
+   * A statement that failed refuses the COMMIT even when `fn` did not await it
+   * (`commitChecksStatements`): one that failed in the thread is refused there (PgliteSql's
+   * `tx`), one that never left (a parameter that cannot be cloned) here.
    */
   async tx<T>(fn: (q: Queryable) => Promise<T>): Promise<T> {
     const tx = this.nextTx++;
+    let unsent: Error | null = null;
+    const refused = (err: Error) => (unsent ??= err);
     const begun = this.call<void>({ op: 'begin', tx });
     // Its failure reaches `fn` through the statements, and the caller below.
     begun.catch(() => undefined);
     const q: Queryable = {
-      query: (text, params) => this.call({ op: 'query', text, params, tx }),
-      exec: (script) => this.call({ op: 'exec', script, tx }),
+      query: (text, params) => this.call({ op: 'query', text, params, tx }, refused),
+      exec: (script) => this.call({ op: 'exec', script, tx }, refused),
     };
     let out: T;
     try {
       out = await fn(q);
       await begun;
+      if (unsent) throw unsent;
     } catch (err) {
       if (!this.stopped) await this.call({ op: 'end', tx, commit: false });
       throw err;

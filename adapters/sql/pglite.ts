@@ -26,6 +26,10 @@ import type { Queryable, QueryResult, Sql } from './types';
  * script) forgets every prepared statement (DEALLOCATE ALL) once it succeeded, so that no
  * statement prepared before a change of schema runs after it; so does the cache reaching
  * MAX_PREPARED texts.
+ *
+ * A transaction in which a statement failed never commits, even when its callback did not await
+ * that statement (a write sent behind, core/write-behind.ts): `tx` rolls it back and rejects with
+ * the first failure (`commitChecksStatements`).
  */
 export class PgliteSql implements Sql {
   readonly kind = 'pglite' as const;
@@ -34,6 +38,10 @@ export class PgliteSql implements Sql {
   private readonly prepared = new Map<string, { name: string; types: number[] }>();
   private statements = 0;
   private inTx = false;
+  /** The first statement of the open transaction that failed: its COMMIT is refused (`tx`). */
+  private txFailure: { err: unknown } | null = null;
+  /** See `Sql.commitChecksStatements`. */
+  readonly commitChecksStatements = true;
   private tail: Promise<unknown> = Promise.resolve();
 
   private constructor(
@@ -72,22 +80,33 @@ export class PgliteSql implements Sql {
 
   private raw<R>(text: string, params?: unknown[]): Promise<QueryResult<R>> {
     return this.ordered(async () => {
-      const rowStatement = ROW_STATEMENT.test(text);
-      const r =
-        rowStatement && params !== undefined && params.length > 0
-          ? await this.runPrepared<R>(text, params)
-          : await this.db.query<R>(text, params);
-      if (!rowStatement) await this.forgetPrepared();
-      // affectedRows is 0 for SELECT in PGlite; pg reports the number of rows returned.
-      return { rows: r.rows, rowCount: Math.max(r.affectedRows ?? 0, r.rows.length) };
+      try {
+        const rowStatement = ROW_STATEMENT.test(text);
+        const r =
+          rowStatement && params !== undefined && params.length > 0
+            ? await this.runPrepared<R>(text, params)
+            : await this.db.query<R>(text, params);
+        if (!rowStatement) await this.forgetPrepared();
+        // affectedRows is 0 for SELECT in PGlite; pg reports the number of rows returned.
+        return { rows: r.rows, rowCount: Math.max(r.affectedRows ?? 0, r.rows.length) };
+      } catch (err) {
+        // Only the open transaction's statements run while it is open (the session's lock).
+        if (this.inTx) this.txFailure ??= { err };
+        throw err;
+      }
     });
   }
 
   /** Runs a script; one that may change the schema (any but the transaction's own) forgets the prepared statements. */
   private script(script: string, changesSchema = true): Promise<void> {
     return this.ordered(async () => {
-      await this.db.exec(script);
-      if (changesSchema) await this.forgetPrepared();
+      try {
+        await this.db.exec(script);
+        if (changesSchema) await this.forgetPrepared();
+      } catch (err) {
+        if (this.inTx) this.txFailure ??= { err };
+        throw err;
+      }
     });
   }
 
@@ -155,8 +174,15 @@ export class PgliteSql implements Sql {
       };
       await this.script('BEGIN', false);
       this.inTx = true;
+      this.txFailure = null;
       try {
         const out = await fn(q);
+        // In the session's order, after every statement of the transaction (awaited by `fn` or
+        // not): one that failed refuses the COMMIT, which Postgres would turn into a silent
+        // ROLLBACK anyway (the transaction is aborted).
+        await this.ordered(async () => {
+          if (this.txFailure) throw this.txFailure.err;
+        });
         await this.script('COMMIT', false);
         return out;
       } catch (err) {
@@ -164,6 +190,7 @@ export class PgliteSql implements Sql {
         throw err;
       } finally {
         this.inTx = false;
+        this.txFailure = null;
       }
     });
   }

@@ -22,6 +22,13 @@ export interface Sql extends Queryable {
    * it throws. Transactions never nest; fn must use the Queryable it is given.
    */
   tx<T>(fn: (q: Queryable) => Promise<T>): Promise<T>;
+  /**
+   * True when a transaction in which a statement failed never commits, whether or not `fn`
+   * awaited that statement: `tx` rolls it back and rejects with the first failure. A caller may
+   * then send its last writes and return without waiting for their answers (the writes and the
+   * COMMIT go out together). False or absent: `fn` must await every statement it sent.
+   */
+  readonly commitChecksStatements?: boolean;
   /** Cheap liveness check used by /ready. */
   ping(): Promise<void>;
   close(): Promise<void>;

@@ -238,6 +238,51 @@ describe.each(sqlAdapters)('SQL contract [%s]', (_name, open) => {
     expect(seen).toBe(33);
   });
 
+  it('never commits a transaction whose statement failed unawaited, when it says so (commitChecksStatements)', async () => {
+    if (!sql.commitChecksStatements) {
+      // The pg adapter makes no such promise: its callers wait for every statement they send.
+      expect(sql.kind).toBe('pg');
+      return;
+    }
+    const insert = 'INSERT INTO t_accounts (id, balance) VALUES ($1, $2)';
+    await sql.query(insert, ['unawaited', 1]);
+    const swallowed: unknown[] = [];
+    // A write that fails on the store, sent and never awaited; the callback resolves.
+    await expect(
+      sql.tx(async (q) => {
+        await q.query(insert, ['kept-out', 1]);
+        q.query(insert, ['unawaited', 2]).catch((e: unknown) => swallowed.push(e));
+        q.query("UPDATE t_accounts SET balance = 5 WHERE id = 'kept-out'").catch(() => undefined);
+        return 'resolved';
+      }),
+    ).rejects.toMatchObject({ code: '23505', constraint: 't_accounts_pkey' });
+    expect(swallowed).toHaveLength(1);
+    // A failure the callback caught (and went on from) refuses the COMMIT too: Postgres would
+    // otherwise end the aborted transaction with a ROLLBACK that looks like a success.
+    await expect(
+      sql.tx(async (q) => {
+        await q.query(insert, ['kept-out', 1]);
+        await q.query(insert, ['unawaited', 3]).catch(() => undefined);
+      }),
+    ).rejects.toMatchObject({ code: '23505' });
+    // A parameter that cannot even be sent.
+    await expect(
+      sql.tx(async (q) => {
+        await q.query(insert, ['kept-out', 1]);
+        q.query(insert, ['kept-out-2', () => 1]).catch(() => undefined);
+      }),
+    ).rejects.toThrow();
+    const r = await sql.query('SELECT id FROM t_accounts WHERE id = ANY($1::text[])', [
+      ['kept-out', 'kept-out-2'],
+    ]);
+    expect(r.rows).toEqual([]);
+    // The session is usable afterwards, and a transaction without failures commits.
+    await sql.tx(async (q) => {
+      q.query(insert, ['kept-in', 1]).catch(() => undefined);
+    });
+    expect((await sql.query("SELECT id FROM t_accounts WHERE id = 'kept-in'")).rowCount).toBe(1);
+  });
+
   it('runs more distinct statements than an adapter keeps prepared', async () => {
     for (let i = 0; i < 1_050; i++) {
       const r = await sql.query<{ v: number }>(`SELECT $1::int + ${i} AS v`, [1]);
