@@ -144,6 +144,13 @@ describe('tenant definition versions and counts (migration 016) [PGlite]', () =>
     expect(r.definitions.get('acme')).toEqual(await defsOf('acme'));
     expect(log).toHaveLength(2);
     expect(await sql.tx((q) => markAndReadTenants(q, []))).toEqual({ fresh: [], definitions: new Map() });
+    // Every event new (their identities are not sent back), then every one seen before.
+    const fresh = await sql.tx((q) => markAndReadTenants(q, [ev('acme', 'a1'), ev('other', 'a1')]));
+    expect(fresh.fresh).toEqual([0, 1]);
+    expect([...fresh.definitions.keys()].sort()).toEqual(['acme', 'other']);
+    const again = await sql.tx((q) => markAndReadTenants(q, [ev('other', 'a1'), ev('acme', 'a1')]));
+    expect(again.fresh).toEqual([]);
+    expect(again.definitions.size).toBe(2);
   });
 
   it('a tenant without a row is missing from the read (its steps load as before)', async () => {

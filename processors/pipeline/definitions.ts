@@ -61,6 +61,11 @@ export async function readTenants(
 /**
  * The batch's dedupe (core/events/processed.ts) and `readTenants` for the tenants of all its
  * records, in ONE statement: the indexes of the events seen for the first time, and the tenants.
+ *
+ * The identities of the events inserted come back only when some were not (a duplicate, of an
+ * earlier event or within the list): otherwise one row says how many were inserted, all of them.
+ * A batch of fresh events, the usual case, then sends back nothing per event (each field of each
+ * row was decoded and copied across PGlite's thread, docs/performance.md twenty-fifth pass).
  */
 export async function markAndReadTenants(
   q: Queryable,
@@ -69,22 +74,30 @@ export async function markAndReadTenants(
   if (events.length === 0) return { fresh: [], definitions: new Map() };
   const tenants = [...new Set(events.map((e) => e.tenant_id))];
   const r = await q.query<
-    Partial<TenantRow> & { k: number; tenant_id: string | null; event_id: string | null }
+    Partial<TenantRow> & { k: number; n: number | null; tenant_id: string | null; event_id: string | null }
   >(
-    `WITH fresh AS (${MARK_PROCESSED_SQL}), t AS (${tenantsSql(4)})
-     SELECT 1 AS k, tenant_id, event_id, NULL AS id, NULL AS timezone, NULL::bigint AS lv, NULL::bigint AS ev,
-            NULL::bigint AS sv, NULL::int AS an, NULL::int AS tn, NULL::int AS ln, NULL::int AS wn FROM fresh
+    `WITH fresh AS (${MARK_PROCESSED_SQL}), n AS (SELECT count(*)::int AS n FROM fresh),
+          t AS (${tenantsSql(4)})
+     SELECT 1 AS k, n.n, f.tenant_id, f.event_id, NULL AS id, NULL AS timezone, NULL::bigint AS lv,
+            NULL::bigint AS ev, NULL::bigint AS sv, NULL::int AS an, NULL::int AS tn, NULL::int AS ln,
+            NULL::int AS wn
+     FROM n LEFT JOIN fresh f ON n.n < $5
      UNION ALL
-     SELECT 2, NULL, NULL, id, timezone, lv, ev, sv, an, tn, ln, wn FROM t`,
-    [...markParams(events), tenants],
+     SELECT 2, NULL, NULL, NULL, id, timezone, lv, ev, sv, an, tn, ln, wn FROM t`,
+    [...markParams(events), tenants, events.length],
   );
   const inserted: Array<{ tenant_id: string; event_id: string }> = [];
   const rows: TenantRow[] = [];
+  let all = false;
   for (const x of r.rows) {
-    if (Number(x.k) === 1) inserted.push({ tenant_id: x.tenant_id!, event_id: x.event_id! });
-    else rows.push(x as TenantRow);
+    if (Number(x.k) === 2) rows.push(x as TenantRow);
+    else if (x.event_id !== null) inserted.push({ tenant_id: x.tenant_id!, event_id: x.event_id });
+    else all = Number(x.n) === events.length;
   }
-  return { fresh: firstTimeIndexes(events, inserted), definitions: toDefinitions(rows) };
+  return {
+    fresh: all ? events.map((_, i) => i) : firstTimeIndexes(events, inserted),
+    definitions: toDefinitions(rows),
+  };
 }
 
 function toDefinitions(rows: readonly TenantRow[]): Map<string, TenantDefinitions> {
