@@ -12,6 +12,7 @@ import {
   EarningRules,
   usageKey,
   type ActiveRule,
+  type Candidate,
   type Usage,
 } from '../../core/wallet/earning';
 import { WalletError, type Wallet } from '../../core/wallet/wallet';
@@ -38,12 +39,15 @@ export const usage = new BatchState<Usage>({
   values: [{ column: 'amount', type: 'bigint', merge: 'add' }],
 });
 
+/** The wallet's idempotency key of an earning credit: one per (rule, event). */
+const creditKey = (c: Candidate): string => `earning:${c.rule.rule_id}:${c.e.event_id}`;
+
 export class EarningStep implements PipelineStep<Map<string, ActiveRule[]>> {
   readonly name = 'earning_rules';
   private readonly rules = new EarningRules();
   private readonly loaded = new VersionedLoads<ActiveRule>();
 
-  constructor(private readonly wallet: Pick<Wallet, 'creditMany'>) {}
+  constructor(private readonly wallet: Pick<Wallet, 'creditMany' | 'prepareCredits'>) {}
 
   load(q: Queryable, batch: StepBatch): Promise<Map<string, ActiveRule[]>> {
     if (batch.events.length === 0) return Promise.resolve(new Map());
@@ -71,7 +75,24 @@ export class EarningStep implements PipelineStep<Map<string, ActiveRule[]>> {
     );
     if (candidates.length === 0) return { effects };
 
-    const stored = await usage.lock(q, cappedKeys(candidates));
+    // The caps' usage rows, then the wallet's first reads for every candidate (whatever its caps
+    // leave of it), sent together: one round trip to the store for both.
+    const locking = usage.lock(q, cappedKeys(candidates));
+    const prepared = this.wallet.prepareCredits(
+      q,
+      candidates.map((c) => ({
+        tenant_id: c.e.tenant_id,
+        currency_id: c.rule.currency_id,
+        idempotency_key: creditKey(c),
+      })),
+    );
+    let stored: Map<string, Usage>;
+    try {
+      stored = await locking;
+    } catch (err) {
+      await prepared.reads.catch(() => undefined);
+      throw err;
+    }
     const used = new Map([...stored].map(([k, row]) => [k, row.amount]));
     const granted = applyCaps(candidates, used, (k) => usage.id(k));
     const results = await this.wallet.creditMany(
@@ -84,9 +105,10 @@ export class EarningStep implements PipelineStep<Map<string, ActiveRule[]>> {
         source_type: 'earning_rule',
         source_ref: `${c.rule.rule_id}:${c.e.event_id}`,
         description: c.rule.name,
-        idempotency_key: `earning:${c.rule.rule_id}:${c.e.event_id}`,
+        idempotency_key: creditKey(c),
         now: batch.now,
       })),
+      prepared,
     );
     // An unknown or inactive currency skips the rule (the batch goes on); so does a replayed credit.
     const increments = new Map<string, Usage>();

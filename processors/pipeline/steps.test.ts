@@ -9,7 +9,7 @@ import * as definition from '../../core/leaderboards/definition';
 import { eventView } from '../../core/leaderboards/definition';
 import { createBoard } from '../../core/leaderboards/store';
 import { createRule, EarningRules, updateRule } from '../../core/wallet/earning';
-import type { Movement, MovementResult } from '../../core/wallet/wallet';
+import type { Movement, MovementResult, PreparedMoves } from '../../core/wallet/wallet';
 import type { EventRecord } from '../../schemas/topics';
 import { openTestPglite } from '../../tests/support/stack';
 import { EarningStep } from './earning';
@@ -63,8 +63,15 @@ function batchOf(
 /** Records credits; every one is new. */
 function fakeWallet() {
   const credits: Movement[] = [];
+  const prepared: Array<string | null | undefined> = [];
   return {
     credits,
+    prepared,
+    prepareCredits(_q: unknown, ms: ReadonlyArray<Pick<Movement, 'idempotency_key'>>) {
+      prepared.push(...ms.map((m) => m.idempotency_key));
+      const none: PreparedMoves['reads'] = Promise.resolve([new Map(), new Map()]);
+      return { keys: new Set<string>(), currencies: new Set<string>(), reads: none };
+    },
     async creditMany(_q: unknown, ms: Movement[]): Promise<MovementResult[]> {
       credits.push(...ms);
       return ms.map((m) => ({
@@ -225,6 +232,8 @@ describe('pipeline steps on today’s features [PGlite]', () => {
       [10, `earning:${rule.rule_id}:e2`, batch.now],
       [15, `earning:${rule.rule_id}:e3`, batch.now],
     ]);
+    // The wallet's reads were prepared for every candidate before the caps were known.
+    expect(wallet.prepared).toEqual(wallet.credits.map((c) => c.idempotency_key));
     const usage = await sql.query<{ period: string; amount: number }>(
       'SELECT period, amount FROM earning_usage ORDER BY period',
     );
