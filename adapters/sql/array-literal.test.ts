@@ -1,4 +1,4 @@
-import { arrayLiteral } from './array-literal';
+import { arrayLiteral, literalArrays } from './array-literal';
 
 describe('arrayLiteral', () => {
   it('joins plain strings and numbers without escaping', () => {
@@ -20,5 +20,22 @@ describe('arrayLiteral', () => {
     expect(arrayLiteral([Buffer.from('a')])).toBeUndefined();
     expect(arrayLiteral([['a']])).toBeUndefined();
     expect(arrayLiteral([{ a: 1 }])).toBeUndefined();
+  });
+});
+
+describe('literalArrays', () => {
+  it('writes the arrays of literal array types as their literals, and leaves the rest', () => {
+    const date = new Date(0);
+    // text[], int4[], bool[] (not a literal type), an array of mixed elements, a scalar, a bytea.
+    const types = [1009, 1007, 1000, 1009, 25, 17];
+    expect(literalArrays([['a', 'b"c'], [1, 2], [true], [1, 'a'], 'x', Buffer.from('z')], types)).toEqual([
+      '{"a","b\\"c"}',
+      '{1,2}',
+      [true],
+      [1, 'a'],
+      'x',
+      Buffer.from('z'),
+    ]);
+    expect(literalArrays([[date]], [1185])).toEqual([[date]]);
   });
 });

@@ -41,3 +41,26 @@ export function arrayLiteral(a: readonly unknown[]): string | undefined {
   }
   return `${out}}`;
 }
+
+/**
+ * Array parameter types whose elements PGlite serialises as their text (strings as they are,
+ * numbers by `toString`): for these an array of strings or numbers is written by `arrayLiteral`
+ * (the same literal, faster), and a string is taken as the array's literal, as Postgres and the pg
+ * driver take it. text, varchar, bpchar, int2, int4, int8, float4, float8, numeric, json, jsonb.
+ */
+export const LITERAL_ARRAYS: ReadonlySet<number> = new Set([
+  1009, 1015, 1014, 1005, 1007, 1016, 1021, 1022, 1231, 199, 3807,
+]);
+
+/**
+ * `params` with every array of strings or numbers whose parameter type (`types`, the statement's
+ * parameter type OIDs) is in LITERAL_ARRAYS written as its literal; the other parameters as they
+ * are. The embedded store's main thread sends these: one string crosses to the database thread
+ * where an array of strings was cloned element by element (docs/performance.md, twenty-fifth pass).
+ */
+export function literalArrays(params: readonly unknown[], types: readonly number[]): unknown[] {
+  return params.map((v, i) => {
+    if (!Array.isArray(v) || !LITERAL_ARRAYS.has(types[i]!)) return v;
+    return arrayLiteral(v) ?? v;
+  });
+}

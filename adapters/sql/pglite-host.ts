@@ -25,7 +25,14 @@ export type Request =
   | { id: number; op: 'close' };
 
 export type Reply =
-  { id: number; ok: true; value: unknown } | { id: number; ok: false; error: SerializedError };
+  | {
+      id: number;
+      ok: true;
+      value: unknown;
+      /** A `query`'s parameter types (OIDs), once prepared: the main thread writes array literals with them. */
+      types?: readonly number[];
+    }
+  | { id: number; ok: false; error: SerializedError };
 
 /** An error as data: its message, name and own fields (SQLSTATE `code`, `detail`, `constraint`...). */
 export interface SerializedError {
@@ -133,7 +140,8 @@ async function serve(): Promise<void> {
   port.on('message', (m: Request) => {
     run(m).then(
       (value) => {
-        port.postMessage({ id: m.id, ok: true, value } satisfies Reply);
+        const types = m.op === 'query' ? sql.paramTypes(m.text) : undefined;
+        port.postMessage({ id: m.id, ok: true, value, ...(types ? { types } : {}) } satisfies Reply);
         // Closed: let the thread end on its own once the answer is out (no terminate needed).
         if (m.op === 'close') port.close();
       },

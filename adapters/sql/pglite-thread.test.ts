@@ -50,6 +50,41 @@ describe('PgliteThreadSql', () => {
     expect(Object.prototype.toString.call((there.rows[0] as { at: unknown }).at)).toBe('[object Date]');
   });
 
+  it('sends array parameters as their literals once the statement is prepared, with the same rows', async () => {
+    const sent: unknown[][] = [];
+    const worker = (sql as unknown as { worker: { postMessage(m: unknown): void } }).worker;
+    const post = worker.postMessage.bind(worker);
+    worker.postMessage = (m: unknown) => {
+      const params = (m as { params?: unknown[] }).params;
+      if (params) sent.push(params);
+      post(m);
+    };
+    try {
+      const select = `SELECT k.i, k.t FROM unnest($1::text[], $2::int[]) WITH ORDINALITY AS k(t, n, i) ORDER BY k.i`;
+      const params = [
+        ['a', 'b"c', 'ünï'],
+        [1, 2, 3],
+      ];
+      const first = await sql.query(select, params);
+      const second = await sql.query(select, params);
+      expect(second).toEqual(first);
+      expect(first.rows).toEqual([
+        { i: 1, t: 'a' },
+        { i: 2, t: 'b"c' },
+        { i: 3, t: 'ünï' },
+      ]);
+      // The first call sent the arrays (the types were not known yet), the second their literals.
+      expect(sent[0]).toEqual(params);
+      expect(sent[1]).toEqual(['{"a","b\\"c","ünï"}', '{1,2,3}']);
+      // A statement that may change the schema forgets the types: arrays again, until the next reply.
+      await sql.exec('CREATE TABLE forget_types (id int)');
+      await sql.query(select, params);
+      expect(sent[2]).toEqual(params);
+    } finally {
+      worker.postMessage = post;
+    }
+  });
+
   it('keeps the SQLSTATE and the fields of a database error', async () => {
     await sql.query('INSERT INTO kinds (id) VALUES (2)');
     const err = await sql.query('INSERT INTO kinds (id) VALUES (2)').catch((e: unknown) => e);

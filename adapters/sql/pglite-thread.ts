@@ -18,8 +18,10 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { Worker } from 'node:worker_threads';
+import { literalArrays } from './array-literal';
 import { DataDirInUse } from './dirlock';
 import type { HostData, Reply, Request, SerializedError } from './pglite-host';
+import { ROW_STATEMENT } from './row-statement';
 import type { Queryable, QueryResult, Sql } from './types';
 
 export class EmbeddedDatabaseStopped extends Error {
@@ -36,7 +38,11 @@ export interface ThreadOptions {
   onStopped?: (err: Error) => void;
 }
 
-type Pending = { resolve(v: unknown): void; reject(e: Error): void };
+/** A request awaiting its reply; `text`: a query's, whose parameter types the reply may bring. */
+type Pending = { resolve(v: unknown): void; reject(e: Error): void; text?: string; generation?: number };
+
+/** Statement texts whose parameter types are kept at most (the host's prepared statements: 1,000). */
+const MAX_TYPED = 1000;
 type Call = Request extends infer R ? (R extends { id: number } ? Omit<R, 'id'> : never) : never;
 
 /** The worker's entry: the host module, compiled on the fly by tsx when this runs from source. */
@@ -62,6 +68,15 @@ export class PgliteThreadSql implements Sql {
   /** See `Sql.commitChecksStatements` (the thread's PgliteSql refuses the COMMIT; `tx` below). */
   readonly commitChecksStatements = true;
   private readonly pending = new Map<number, Pending>();
+  /**
+   * The parameter types of the statements the thread has prepared, by text: array parameters of
+   * these go as their literals (`literalArrays`), one string to clone instead of an array.
+   * Forgotten whenever a statement that may change the schema is sent (the thread then forgets
+   * its prepared statements too).
+   */
+  private readonly paramTypes = new Map<string, readonly number[]>();
+  /** Counts the times `paramTypes` was forgotten: a reply to a query sent before then brings none. */
+  private typesGeneration = 0;
   private nextId = 1;
   private nextTx = 1;
   private stopped: Error | null = null;
@@ -107,8 +122,18 @@ export class PgliteThreadSql implements Sql {
     const p = this.pending.get(m.id);
     if (!p) return;
     this.pending.delete(m.id);
-    if (m.ok) p.resolve(m.value);
-    else p.reject(toError(m.error));
+    if (m.ok) {
+      if (
+        m.types &&
+        p.text !== undefined &&
+        p.generation === this.typesGeneration &&
+        !this.paramTypes.has(p.text)
+      ) {
+        if (this.paramTypes.size >= MAX_TYPED) this.paramTypes.clear();
+        this.paramTypes.set(p.text, m.types);
+      }
+      p.resolve(m.value);
+    } else p.reject(toError(m.error));
   }
 
   private stop(reason: string): void {
@@ -123,8 +148,16 @@ export class PgliteThreadSql implements Sql {
   private call<T>(req: Call, unsent?: (err: Error) => void): Promise<T> {
     if (this.stopped) return Promise.reject(this.stopped);
     const id = this.nextId++;
+    let text: string | undefined;
+    if (req.op === 'query') {
+      text = req.text;
+      const types = this.paramTypes.get(text);
+      if (types && req.params) req = { ...req, params: literalArrays(req.params, types) };
+      else if (!ROW_STATEMENT.test(text)) this.forgetTypes();
+    } else if (req.op === 'exec') this.forgetTypes();
+    const generation = this.typesGeneration;
     return new Promise<T>((resolve, reject) => {
-      this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject });
+      this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject, text, generation });
       try {
         this.worker.postMessage({ ...req, id });
       } catch (err) {
@@ -134,6 +167,11 @@ export class PgliteThreadSql implements Sql {
         reject(err as Error);
       }
     });
+  }
+
+  private forgetTypes(): void {
+    this.paramTypes.clear();
+    this.typesGeneration++;
   }
 
   query<R>(text: string, params?: unknown[]): Promise<QueryResult<R>> {

@@ -1,6 +1,7 @@
 import { PGlite, parse, protocol } from '@electric-sql/pglite';
-import { arrayLiteral } from './array-literal';
+import { LITERAL_ARRAYS, literalArrays } from './array-literal';
 import { lockDir, type DirLock } from './dirlock';
+import { ROW_STATEMENT } from './row-statement';
 import { plannerOptions } from './planner';
 import { TwoLaneMutex } from '../../shared/mutex';
 import type { Queryable, QueryResult, Sql } from './types';
@@ -110,6 +111,11 @@ export class PgliteSql implements Sql {
     });
   }
 
+  /** The parameter types (OIDs) of `text` when it is prepared now; undefined otherwise. */
+  paramTypes(text: string): readonly number[] | undefined {
+    return this.prepared.get(text)?.types;
+  }
+
   /** Runs `text` as a named prepared statement, preparing it on its first use. */
   private async runPrepared<R>(text: string, params: unknown[]): Promise<Results<R>> {
     let st = this.prepared.get(text);
@@ -125,12 +131,10 @@ export class PgliteSql implements Sql {
       this.prepared.set(text, st);
     }
     const types = st.types;
-    const values = params.map((v, i) => {
+    const values = literalArrays(params, types).map((v, i) => {
       if (v === null || v === undefined) return null;
-      if (Array.isArray(v) && LITERAL_ARRAYS.has(types[i]!)) {
-        const literal = arrayLiteral(v);
-        if (literal !== undefined) return literal;
-      }
+      // An array's literal: written just above, or already by the caller (PgliteThreadSql).
+      if (typeof v === 'string' && LITERAL_ARRAYS.has(types[i]!)) return v;
       const serializer = this.db.serializers[types[i]!];
       return serializer ? serializer(v) : String(v);
     });
@@ -215,19 +219,8 @@ export class PgliteSql implements Sql {
 const { serialize } = protocol;
 type Results<R> = Awaited<ReturnType<PGlite['query']>> & { rows: R[] };
 
-/** Statements that read or write rows: the ones run as prepared statements. */
-const ROW_STATEMENT = /^\s*(select|insert|update|delete|with)\b/i;
-
 /** Prepared statements kept at most; reaching it forgets them all (texts are few and fixed). */
 const MAX_PREPARED = 1000;
-
-/**
- * Array parameter types whose elements PGlite serialises as their text (strings as they are,
- * numbers by `toString`): for these an array of strings or numbers is written by ./array-literal.ts
- * (the same literal, faster). text, varchar, bpchar, int2, int4, int8, float4, float8, numeric,
- * json, jsonb.
- */
-const LITERAL_ARRAYS = new Set([1009, 1015, 1014, 1005, 1007, 1016, 1021, 1022, 1231, 199, 3807]);
 
 /** The type OID of int8 (bigint). */
 const INT8 = 20;
