@@ -425,9 +425,9 @@ export async function startProcessor<T>(
             await wq.settle().catch(() => undefined);
             throw new OffsetsMoved();
           }
-          const applied = await applying;
-          if ('err' in applied) throw applied.err;
-          res = applied.r;
+          const outcome = await applying;
+          if ('err' in outcome) throw outcome.err;
+          res = outcome.r;
         } else {
           let from = await lockOffsets();
           if (from.size < parts.length) {

@@ -59,8 +59,10 @@ export const LITERAL_ARRAYS: ReadonlySet<number> = new Set([
  * where an array of strings was cloned element by element (docs/performance.md, twenty-fifth pass).
  */
 export function literalArrays(params: readonly unknown[], types: readonly number[]): unknown[] {
-  return params.map((v, i) => {
-    if (!Array.isArray(v) || !LITERAL_ARRAYS.has(types[i]!)) return v;
-    return arrayLiteral(v) ?? v;
-  });
+  return params.map((v, i) => literalFor(v, types[i]!) ?? v);
+}
+
+/** `v`'s literal when `type` is in LITERAL_ARRAYS and `v` an array of strings or numbers; else undefined. */
+export function literalFor(v: unknown, type: number): string | undefined {
+  return Array.isArray(v) && LITERAL_ARRAYS.has(type) ? arrayLiteral(v) : undefined;
 }

@@ -1,5 +1,5 @@
 import { PGlite, parse, protocol } from '@electric-sql/pglite';
-import { LITERAL_ARRAYS, literalArrays } from './array-literal';
+import { LITERAL_ARRAYS, literalFor } from './array-literal';
 import { lockDir, type DirLock } from './dirlock';
 import { ROW_STATEMENT } from './row-statement';
 import { plannerOptions } from './planner';
@@ -131,11 +131,14 @@ export class PgliteSql implements Sql {
       this.prepared.set(text, st);
     }
     const types = st.types;
-    const values = literalArrays(params, types).map((v, i) => {
+    const values = params.map((v, i) => {
       if (v === null || v === undefined) return null;
-      // An array's literal: written just above, or already by the caller (PgliteThreadSql).
-      if (typeof v === 'string' && LITERAL_ARRAYS.has(types[i]!)) return v;
-      const serializer = this.db.serializers[types[i]!];
+      const type = types[i]!;
+      // An array's literal: written by the caller (PgliteThreadSql), or here.
+      if (typeof v === 'string' && LITERAL_ARRAYS.has(type)) return v;
+      const literal = literalFor(v, type);
+      if (literal !== undefined) return literal;
+      const serializer = this.db.serializers[type];
       return serializer ? serializer(v) : String(v);
     });
     const messages = await this.send([
