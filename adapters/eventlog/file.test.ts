@@ -133,6 +133,42 @@ describe('FileEventLog', () => {
     }
   });
 
+  it('gives the latest records from memory exactly as the files give them after a reopen', async () => {
+    /** Every record of the topic from offset 0, whole, per partition. */
+    const readWhole = async (l: EventLog, expected: number) => {
+      const got = new Map<number, unknown[]>();
+      let n = 0;
+      const c = await l.consume(
+        TOPIC,
+        { group: `g${Math.random()}`, maxBatchSize: 500 },
+        {
+          resumeFrom: async () => new Map(),
+          handleBatch: async (b: Batch<EventRecord>) => {
+            got.set(b.partition, [...(got.get(b.partition) ?? []), ...b.records]);
+            n += b.records.length;
+          },
+        },
+      );
+      await waitFor(() => n >= expected, { what: `${expected} records`, describe: () => `read ${n}` });
+      await c.stop();
+      return got;
+    };
+    const a = newLog();
+    await a.ensureTopic(TOPIC);
+    // More than the tail a segment keeps in memory (1 MiB): the oldest records come from the file.
+    const all = records(12_000, 50).map((r) => ({
+      ...r,
+      value: { ...r.value, attrs_json: JSON.stringify({ pad: 'x'.repeat(300) }) },
+    }));
+    for (let i = 0; i < all.length; i += 400) await a.append(TOPIC, all.slice(i, i + 400));
+    const fromMemory = await readWhole(a, all.length);
+    await a.close();
+    const b = newLog();
+    const fromFiles = await readWhole(b, all.length);
+    expect(fromMemory).toEqual(fromFiles);
+    expect([...fromFiles.values()].flat()).toHaveLength(all.length);
+  });
+
   it('cuts a torn last record off on open and appends after it', async () => {
     const a = newLog();
     await a.ensureTopic(TOPIC);

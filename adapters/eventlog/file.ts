@@ -34,9 +34,10 @@
  * do not follow on cannot be a torn write: the log then refuses to open rather than drop
  * acknowledged records.
  *
- * Reads: consumer loops (groups.ts, the same consumer groups as LocalEventLog) read from the files
- * with positional reads at a cursor remembered per read position, or from a sparse in-memory index
- * (one file position every INDEX_EVERY records). A stored offset beyond the end of the log is an
+ * Reads: consumer loops (groups.ts, the same consumer groups as LocalEventLog) read the latest
+ * records from memory (the frames of the last appends of each segment, about TAIL_BYTES, kept once
+ * written and synced), the others from the files with positional reads at a cursor remembered per
+ * read position, or from a sparse in-memory index (one file position every INDEX_EVERY records). A stored offset beyond the end of the log is an
  * error (the log files and the SQL store do not belong together), never a silent skip.
  *
  * One process per directory: the directory is locked (`<dir>.lock`, adapters/sql/dirlock.ts), and
@@ -109,6 +110,8 @@ const MAX_BODY = MAX_GROUP_BYTES;
 const INDEX_EVERY = 256;
 /** Bytes read from a file at a time by a consumer. */
 const READ_CHUNK = 1024 * 1024;
+/** The latest appended bytes a segment keeps in memory, so consumers that keep up read no file. */
+const TAIL_BYTES = 1024 * 1024;
 export const DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024;
 export const DEFAULT_RETENTION_MS = 30 * 24 * 3600 * 1000;
 
@@ -185,6 +188,13 @@ class Segment {
   readonly index: number[] = [];
   /** Where the next record after a read ended: next offset → file position (small, recent). */
   private readonly cursors = new Map<number, number>();
+  /**
+   * The frames of the latest appends (their bytes as written and synced, about TAIL_BYTES at most)
+   * and the offset of the first: a consumer that keeps up reads them instead of the file.
+   */
+  private tail: Buffer[] = [];
+  private tailBase = 0;
+  private tailBytes = 0;
 
   constructor(
     readonly path: string,
@@ -204,6 +214,30 @@ class Segment {
       this.size += s;
       this.count++;
     }
+  }
+
+  /** Records that `frames` were appended durably (`advance`), keeping them as the tail. */
+  appended(frames: Buffer[]): void {
+    if (this.tail.length === 0) this.tailBase = this.end;
+    this.advance(frames.map((b) => b.length));
+    for (const b of frames) {
+      this.tail.push(b);
+      this.tailBytes += b.length;
+    }
+    let drop = 0;
+    while (this.tailBytes > TAIL_BYTES && drop < this.tail.length - 1)
+      this.tailBytes -= this.tail[drop++]!.length;
+    if (drop > 0) {
+      this.tail = this.tail.slice(drop);
+      this.tailBase += drop;
+    }
+  }
+
+  /** Up to `max` frames from `offset` on when the tail holds `offset`, else null (read the file). */
+  fromTail(offset: number, max: number): Buffer[] | null {
+    if (this.tail.length === 0 || offset < this.tailBase || offset >= this.end) return null;
+    const at = offset - this.tailBase;
+    return this.tail.slice(at, at + max);
   }
 
   remember(offset: number, position: number): void {
@@ -519,7 +553,7 @@ export class FileEventLog implements EventLog {
     }
     const at = this.now();
     for (const [seg, list] of writes) {
-      seg.advance(list.map((b) => b.length));
+      seg.appended(list);
       seg.lastAppend = at;
     }
   }
@@ -749,6 +783,25 @@ export class FileEventLog implements EventLog {
         if (offset === part.count) return [];
         // One segment per read: a read that stops at a segment's end is followed by the next one.
         const f = part.segmentOf(offset);
+        const record = async (parsed: Parsed, at: number): Promise<LogRecord<T>> => ({
+          topic: topic.name,
+          partition,
+          offset: at,
+          key: parsed.key,
+          value: await codec.decode(topic, parsed.value, parsed.schemaVersion),
+          timestamp: parsed.timestamp,
+        });
+        // A consumer that keeps up finds its records in the segment's tail: no file read.
+        const tail = f.fromTail(offset, max);
+        if (tail) {
+          const records: LogRecord<T>[] = [];
+          for (const frame of tail) {
+            const parsed = parseRecord(frame, 0);
+            if (typeof parsed === 'string') throw new Error(`${f.path}: bad record ${offset} in memory`);
+            records.push(await record(parsed, offset++));
+          }
+          return records;
+        }
         let { position, skip } = f.locate(offset);
         const end = f.size;
         const records: LogRecord<T>[] = [];
@@ -774,14 +827,7 @@ export class FileEventLog implements EventLog {
             next++;
             continue;
           }
-          records.push({
-            topic: topic.name,
-            partition,
-            offset: next++,
-            key: parsed.key,
-            value: await codec.decode(topic, parsed.value, parsed.schemaVersion),
-            timestamp: parsed.timestamp,
-          });
+          records.push(await record(parsed, next++));
         }
         f.remember(next, position);
         return records;
