@@ -542,6 +542,143 @@ describe('consumer framework [local log on PGlite]', () => {
     expect((await effects(group)).map((e) => e.event_id)).toEqual(sortIds(records));
   });
 
+  describe('in rounds (a limit on transactions)', () => {
+    interface Update {
+      fresh: Array<[number, number]>;
+      replayed: Array<[number, number]>;
+    }
+    /** An apply by type whose afterCommit is `index` of the batch's [partition, offset] pairs. */
+    const withIndex =
+      (group: string, index: (u: Update) => Promise<void>): Apply =>
+      async (q, batch) => {
+        const res = await applyByType(group)(q, batch);
+        const pairs = (rs: typeof batch.fresh) => rs.map((r): [number, number] => [r.partition, r.offset]);
+        const u = { fresh: pairs(batch.fresh), replayed: pairs(batch.replayed) };
+        return { ...res, afterCommit: () => index(u) };
+      };
+    /** Per partition, the offsets in the order the updates saw them. */
+    const perPartition = (pairs: Array<[number, number]>) => {
+      const out = new Map<number, number[]>();
+      for (const [part, offset] of pairs) out.set(part, [...(out.get(part) ?? []), offset]);
+      return out;
+    };
+    const upTo = (n: number) => Array.from({ length: n }, (_, i) => i);
+
+    it('ends a batch at its commit: later rounds commit while an index update runs, and the updates run in commit order', async () => {
+      const group = uniqueName('g');
+      const updates: Update[] = [];
+      let release!: () => void;
+      const held = new Promise<void>((r) => (release = r));
+      const { running: p } = await start(group, {
+        transactions: 1,
+        apply: withIndex(group, async (u) => {
+          updates.push(u);
+          if (updates.length === 1) await held;
+        }),
+      });
+      const first = [record('ok', 'ann')];
+      await append(first);
+      await waitFor(() => updates.length === 1, { what: 'the first index update to start' });
+      // The first update is held: later records still commit (their effects and offsets are
+      // stored), and their updates wait behind it.
+      const later = [record('ok', 'ann'), record('ok', 'bob'), record('ok', 'ann'), record('ok', 'bob')];
+      for (const r of later) await append([r]);
+      await drained(group);
+      expect((await effects(group)).map((e) => e.event_id)).toEqual(sortIds([...first, ...later]));
+      expect(updates).toHaveLength(1);
+      release();
+      await waitFor(() => updates.flatMap((u) => u.fresh).length === 5, { what: 'the held updates' });
+      const seen = perPartition(updates.flatMap((u) => u.fresh));
+      const ends = await log.endOffsets(TOPIC);
+      for (const [part, offsets] of seen) expect(offsets).toEqual(upTo(ends.get(part)!));
+      expect(updates.flatMap((u) => u.replayed)).toEqual([]);
+      expect(p.stoppedBecause()).toBeNull();
+    });
+
+    it('applies the records of a failed index update again as replayed, with no new record to carry it', async () => {
+      const group = uniqueName('g');
+      const updates: Update[] = [];
+      let failures = 2;
+      await start(group, {
+        transactions: 1,
+        apply: withIndex(group, async (u) => {
+          updates.push(u);
+          if (u.fresh.length > 0 && failures-- > 0) throw new Error('derived index unavailable');
+        }),
+      });
+      const records = [record('ok', 'ann'), record('ok', 'ann'), record('ok', 'bob')];
+      await append(records);
+      await drained(group);
+      // Nothing more is appended: the repair alone brings the index up to date.
+      await waitFor(() => updates.some((u) => u.replayed.length > 0 && u.fresh.length === 0), {
+        what: 'the replay of the missed records',
+      });
+      const fresh = perPartition(updates.flatMap((u) => u.fresh));
+      const replayed = perPartition(updates.flatMap((u) => u.replayed));
+      const ends = await log.endOffsets(TOPIC);
+      for (const [part, n] of ends) {
+        if (n === 0) continue;
+        // Each record applied once (fresh); those whose update failed come back as replayed.
+        expect(fresh.get(part)).toEqual(upTo(n));
+        for (const o of replayed.get(part) ?? []) expect(o).toBeLessThan(n);
+      }
+      expect((await effects(group)).map((e) => e.event_id)).toEqual(sortIds(records));
+    });
+
+    it('applies no new record of a partition whose index is behind until the repair succeeded', async () => {
+      const group = uniqueName('g');
+      const updates: Update[] = [];
+      let failing = true;
+      await start(group, {
+        transactions: 1,
+        apply: withIndex(group, async (u) => {
+          updates.push(u);
+          if (failing) throw new Error('derived index unavailable');
+        }),
+      });
+      const first = record('ok', 'ann');
+      await append([first]);
+      await waitFor(() => updates.length >= 2, { what: 'a failed update and a failed repair' });
+      const second = record('ok', 'ann');
+      await append([second]);
+      await new Promise((r) => setTimeout(r, 300));
+      expect((await effects(group)).map((e) => e.event_id)).toEqual([first.event_id]);
+      failing = false;
+      await drained(group);
+      await waitFor(async () => (await effects(group)).length === 2, { what: 'the second record' });
+      const part = log.partitionFor(TOPIC, 't1:ann');
+      const seq = updates.map((u) => ({
+        fresh: u.fresh.filter(([p]) => p === part).map(([, o]) => o),
+        replayed: u.replayed.filter(([p]) => p === part).map(([, o]) => o),
+      }));
+      // Fresh 0 (its update failed), replays of 0 until one succeeded, then fresh 1.
+      expect(seq[0]).toEqual({ fresh: [0], replayed: [] });
+      expect(seq.at(-1)).toEqual({ fresh: [1], replayed: [] });
+      const between = seq.slice(1, -1);
+      expect(between.length).toBeGreaterThan(0);
+      for (const u of between) expect(u).toEqual({ fresh: [], replayed: [0] });
+      expect((await effects(group)).map((e) => e.event_id)).toEqual(sortIds([first, second]));
+    });
+
+    it('stops while its index is behind', async () => {
+      const group = uniqueName('g');
+      let updates = 0;
+      const { running: p } = await start(group, {
+        transactions: 1,
+        apply: withIndex(group, async () => {
+          updates++;
+          throw new Error('derived index unavailable');
+        }),
+      });
+      await append([record('ok', 'ann'), record('ok', 'bob')]);
+      await drained(group);
+      await waitFor(() => updates >= 2, { what: 'a failed update and a failed repair' });
+      await append([record('ok', 'ann')]);
+      await p.stop();
+      expect(p.stoppedBecause()).toBeNull();
+    });
+  });
+
   it('passes records below the stored offset as replayed when a processor resumes earlier', async () => {
     const group = uniqueName('g');
     const first = [record('ok'), record('ok'), record('ok')];

@@ -37,6 +37,14 @@
  * of one Kafka fetch arrive a few milliseconds apart; the partitions a round released deliver their
  * next batches just after it ended).
  *
+ * Derived indexes in rounds: with a limit, a round's batches are done once its transaction has
+ * committed, and its `afterCommit` (the rank index's update) runs behind it, after every earlier
+ * round's, once the next round's first statements have gone out (the store works on the next round
+ * while the index is updated). An update that fails leaves its partitions `behind`: no round takes
+ * their batches until their records have been applied again as replayed (a transaction of their
+ * own, no effects: the index resync) and that update succeeded, retried with a backoff. Without a
+ * limit, a batch ends with its `afterCommit`, and one that fails redelivers the batch (replayed).
+ *
  * A transaction too large for the store's lock table (SQLSTATE 53200, `isTooLarge`) is not a store
  * outage to wait out: a round's batches are applied alone, a batch in halves (down to single
  * records), and the next transactions take at most half as many records, doubled again after a
@@ -93,6 +101,10 @@ const SIZE_PROBE_AFTER = 100;
 /** Attempts of one record too large for the lock table, with pauses doubling from the second. */
 const TOO_LARGE_ATTEMPTS = 5;
 const TOO_LARGE_PAUSE_MS = 250;
+
+/** Pauses between attempts to bring a derived index up to date: doubling from the first to the cap. */
+const REPAIR_PAUSE_MS = 100;
+const REPAIR_MAX_PAUSE_MS = 5000;
 
 const TRANSIENT_MESSAGE =
   /connection terminated|connection (closed|ended|error|timeout)|timeout exceeded|socket hang up|pool after calling end|is closed/i;
@@ -269,6 +281,13 @@ export async function startProcessor<T>(
   const stored = new Map<number, number>();
   /** Partitions whose afterCommit failed: the first offset to redeliver, below the stored one. */
   const replayFrom = new Map<number, number>();
+  const limit = opts.transactions ?? Number.POSITIVE_INFINITY;
+  const inRounds = Number.isFinite(limit);
+  /** Rounds only: the last derived-index update queued (they run one at a time, in commit order). */
+  let indexing: Promise<void> = Promise.resolve();
+  /** Rounds only: partitions whose index update failed, with the committed records it missed. */
+  const behind = new Map<number, LogRecord<T>[]>();
+  let stopping = false;
 
   await deps.eventLog.ensureTopic(p.topic);
 
@@ -511,18 +530,84 @@ export async function startProcessor<T>(
         'records dead-lettered',
       );
     }
-    if (c.afterCommit) {
-      try {
-        await c.afterCommit();
-      } catch (err) {
-        // Redeliver these batches (as replayed records) even though the stored offsets are past them.
-        for (const b of batches) {
-          const first = b.records[0]!.offset;
-          replayFrom.set(b.partition, Math.min(replayFrom.get(b.partition) ?? first, first));
-        }
-        throw err;
+    if (!c.afterCommit) return;
+    if (inRounds) return indexInOrder(batches, c.afterCommit);
+    try {
+      await c.afterCommit();
+    } catch (err) {
+      // Redeliver these batches (as replayed records) even though the stored offsets are past them.
+      for (const b of batches) {
+        const first = b.records[0]!.offset;
+        replayFrom.set(b.partition, Math.min(replayFrom.get(b.partition) ?? first, first));
       }
+      throw err;
     }
+  };
+
+  /**
+   * Rounds: queues the index update of committed `batches` behind every earlier one. It waits for
+   * the event loop's next turn, so the next round's first statements (its batches were handed over
+   * at the commit) go out before it. When one of the batches' partitions is already behind, or the
+   * update fails, the batches' records join the ones the repair applies again.
+   */
+  const indexInOrder = (batches: Batch<T>[], afterCommit: () => Promise<void>): void => {
+    indexing = indexing.then(async () => {
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      if (batches.some((b) => behind.has(b.partition))) return leaveBehind(batches);
+      try {
+        await afterCommit();
+      } catch (err) {
+        log.warn(
+          { partitions: batches.map((b) => b.partition), err: errorMessage(err) },
+          'derived index update failed; applying its records again (replayed) until it succeeds',
+        );
+        leaveBehind(batches);
+      }
+    });
+  };
+
+  const leaveBehind = (batches: Batch<T>[]): void => {
+    for (const b of batches) {
+      const missed = behind.get(b.partition);
+      if (missed) missed.push(...b.records);
+      else behind.set(b.partition, [...b.records]);
+    }
+    pump();
+  };
+
+  /** Consecutive failed repairs (for the backoff), and whether one is running or waiting to retry. */
+  let repairFailures = 0;
+  let repairing = false;
+
+  /**
+   * Applies the records of the partitions behind again, as replayed (they are below the stored
+   * offsets: no effects, the processor resyncs its index from SQL), in a transaction that takes a
+   * round's turn, then runs that update in order. A partition leaves `behind` once an update covered
+   * every record it had missed. Returns how long to wait before trying again (0: it succeeded).
+   */
+  const repair = async (parts: Part[]): Promise<number> => {
+    try {
+      const c = await commit(parts);
+      const ran = indexing.then(() => c.afterCommit?.());
+      indexing = ran.catch(() => undefined);
+      await ran;
+    } catch (err) {
+      repairFailures++;
+      const wait = Math.min(REPAIR_MAX_PAUSE_MS, REPAIR_PAUSE_MS * 2 ** Math.min(repairFailures - 1, 10));
+      log.warn(
+        { partitions: parts.map((x) => x.partition), err: errorMessage(err), retry_in_ms: wait },
+        'derived index still behind; retrying',
+      );
+      return wait;
+    }
+    for (const part of parts) {
+      const left = behind.get(part.partition)!.filter((r) => r.offset >= part.nextOffset);
+      if (left.length) behind.set(part.partition, left);
+      else behind.delete(part.partition);
+    }
+    repairFailures = 0;
+    log.info({ partitions: parts.map((x) => x.partition) }, 'derived index caught up');
+    return 0;
   };
 
   /**
@@ -636,12 +721,11 @@ export async function startProcessor<T>(
     resolve: () => void;
     reject: (err: unknown) => void;
   }
-  const limit = opts.transactions ?? Number.POSITIVE_INFINITY;
   const roundCap = opts.maxRoundRecords ?? 4 * (p.maxBatchSize ?? 500);
-  const budget = new RoundBudget(Number.isFinite(limit) ? (opts.maxRoundMs ?? 0) : 0, roundCap);
+  const budget = new RoundBudget(inRounds ? (opts.maxRoundMs ?? 0) : 0, roundCap);
   const waiting: Waiting[] = [];
   let inFlight = 0;
-  const gatherMs = Number.isFinite(limit) ? (opts.gatherMs ?? 0) : 0;
+  const gatherMs = inRounds ? (opts.gatherMs ?? 0) : 0;
   /** Partitions in a round in flight, when a round last ended, and the gather's pending timer. */
   const busy = new Set<number>();
   let releasedAt = 0;
@@ -656,7 +740,11 @@ export async function startProcessor<T>(
     for (let i = 0; i < waiting.length;) {
       const w = waiting[i]!;
       const n = w.batch.records.length;
-      if (seen.has(w.batch.partition) || (round.length > 0 && records + n > cap)) {
+      if (
+        seen.has(w.batch.partition) ||
+        behind.has(w.batch.partition) ||
+        (round.length > 0 && records + n > cap)
+      ) {
         i++;
         continue;
       }
@@ -724,7 +812,32 @@ export async function startProcessor<T>(
     return true;
   };
 
+  /** Starts the repair of the partitions behind in a round's turn; a failed one is retried later. */
+  const startRepair = (): void => {
+    const parts: Part[] = [...behind.entries()]
+      .sort(([a], [b]) => a - b)
+      .map(([partition, records]) => ({
+        partition,
+        records: [...records],
+        nextOffset: records[records.length - 1]!.offset + 1,
+      }));
+    repairing = true;
+    inFlight++;
+    for (const part of parts) busy.add(part.partition);
+    void repair(parts).then((wait) => {
+      inFlight--;
+      for (const part of parts) busy.delete(part.partition);
+      const again = () => {
+        repairing = false;
+        pump();
+      };
+      if (wait > 0) setTimeout(again, wait).unref();
+      else again();
+    });
+  };
+
   const pump = (): void => {
+    if (inFlight < limit && behind.size > 0 && !repairing && !stopping && !fatal) startRepair();
     while (inFlight < limit && waiting.length > 0 && !gathering()) {
       const round = takeRound();
       if (round.length === 0) return;
@@ -744,6 +857,8 @@ export async function startProcessor<T>(
 
   const handleBatch = (batch: Batch<T>): Promise<void> => {
     if (fatal) return Promise.reject(new Error(`processor stopped: ${fatal}`));
+    if (stopping && behind.has(batch.partition))
+      return Promise.reject(new Error('processor stopped: its derived index is behind'));
     return new Promise<void>((resolve, reject) => {
       waiting.push({ batch, arrivedAt: Date.now(), resolve, reject });
       pump();
@@ -797,7 +912,17 @@ export async function startProcessor<T>(
     stoppedBecause: () => fatal,
     stop: async () => {
       clearInterval(lagTimer);
+      stopping = true;
+      // Batches of partitions behind wait for a repair that no longer runs: handed back, so the
+      // consumer can stop (a restart resumes them from the index's watermark).
+      for (let i = waiting.length - 1; i >= 0; i--) {
+        const w = waiting[i]!;
+        if (!behind.has(w.batch.partition)) continue;
+        waiting.splice(i, 1);
+        w.reject(new Error('processor stopped: its derived index is behind'));
+      }
       await consumer!.stop();
+      await indexing;
     },
   };
 }
