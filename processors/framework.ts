@@ -578,6 +578,8 @@ export async function startProcessor<T>(
   /** Consecutive failed repairs (for the backoff), and whether one is running or waiting to retry. */
   let repairFailures = 0;
   let repairing = false;
+  /** The repair's transaction and update while they run (stop waits for them). */
+  let repairRun: Promise<unknown> = Promise.resolve();
 
   /**
    * Applies the records of the partitions behind again, as replayed (they are below the stored
@@ -824,7 +826,7 @@ export async function startProcessor<T>(
     repairing = true;
     inFlight++;
     for (const part of parts) busy.add(part.partition);
-    void repair(parts).then((wait) => {
+    repairRun = repair(parts).then((wait) => {
       inFlight--;
       for (const part of parts) busy.delete(part.partition);
       const again = () => {
@@ -922,6 +924,7 @@ export async function startProcessor<T>(
         w.reject(new Error('processor stopped: its derived index is behind'));
       }
       await consumer!.stop();
+      await repairRun;
       await indexing;
     },
   };
