@@ -20,7 +20,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { LocalEventLog, sqlLogImporter } from './local';
 import { FileEventLog, frameRecord, MAX_GROUP_BYTES, segmentFileName } from './file';
-import type { Batch, EventLog } from './types';
+import type { Batch, EventLog, LogRecord } from './types';
 import { EVENTS_TOPIC, eventKey, type EventRecord, type Topic } from '../../schemas/topics';
 import type { LogLevel } from './common';
 import { openTestPglite } from '../../tests/support/stack';
@@ -77,12 +77,13 @@ afterEach(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-/** Every record of the topic, per partition, read by a consumer from offset 0. */
-async function readAll(
+/** Every record of the topic, per partition, read by a consumer from offset 0 (`pick` of each). */
+async function readAll<R = { offset: number; id: string }>(
   l: EventLog,
   expected: number,
-): Promise<Map<number, Array<{ offset: number; id: string }>>> {
-  const got = new Map<number, Array<{ offset: number; id: string }>>();
+  pick: (r: LogRecord<EventRecord>) => R = (r) => ({ offset: r.offset, id: r.value.event_id }) as R,
+): Promise<Map<number, R[]>> {
+  const got = new Map<number, R[]>();
   let n = 0;
   const c = await l.consume(
     TOPIC,
@@ -91,7 +92,7 @@ async function readAll(
       resumeFrom: async () => new Map(),
       handleBatch: async (b: Batch<EventRecord>) => {
         const list = got.get(b.partition) ?? [];
-        for (const r of b.records) list.push({ offset: r.offset, id: r.value.event_id });
+        for (const r of b.records) list.push(pick(r));
         got.set(b.partition, list);
         n += b.records.length;
       },
@@ -134,25 +135,6 @@ describe('FileEventLog', () => {
   });
 
   it('gives the latest records from memory exactly as the files give them after a reopen', async () => {
-    /** Every record of the topic from offset 0, whole, per partition. */
-    const readWhole = async (l: EventLog, expected: number) => {
-      const got = new Map<number, unknown[]>();
-      let n = 0;
-      const c = await l.consume(
-        TOPIC,
-        { group: `g${Math.random()}`, maxBatchSize: 500 },
-        {
-          resumeFrom: async () => new Map(),
-          handleBatch: async (b: Batch<EventRecord>) => {
-            got.set(b.partition, [...(got.get(b.partition) ?? []), ...b.records]);
-            n += b.records.length;
-          },
-        },
-      );
-      await waitFor(() => n >= expected, { what: `${expected} records`, describe: () => `read ${n}` });
-      await c.stop();
-      return got;
-    };
     const a = newLog();
     await a.ensureTopic(TOPIC);
     // More than the tail a segment keeps in memory (1 MiB): the oldest records come from the file.
@@ -161,10 +143,10 @@ describe('FileEventLog', () => {
       value: { ...r.value, attrs_json: JSON.stringify({ pad: 'x'.repeat(300) }) },
     }));
     for (let i = 0; i < all.length; i += 400) await a.append(TOPIC, all.slice(i, i + 400));
-    const fromMemory = await readWhole(a, all.length);
+    const fromMemory = await readAll(a, all.length, (r) => r);
     await a.close();
     const b = newLog();
-    const fromFiles = await readWhole(b, all.length);
+    const fromFiles = await readAll(b, all.length, (r) => r);
     expect(fromMemory).toEqual(fromFiles);
     expect([...fromFiles.values()].flat()).toHaveLength(all.length);
   });
