@@ -134,22 +134,31 @@ describe('FileEventLog', () => {
     }
   });
 
-  it('gives the latest records from memory exactly as the files give them after a reopen', async () => {
-    const a = newLog();
-    await a.ensureTopic(TOPIC);
-    // More than the tail a segment keeps in memory (1 MiB): the oldest records come from the file.
-    const all = records(12_000, 50).map((r) => ({
-      ...r,
-      value: { ...r.value, attrs_json: JSON.stringify({ pad: 'x'.repeat(300) }) },
-    }));
-    for (let i = 0; i < all.length; i += 400) await a.append(TOPIC, all.slice(i, i + 400));
-    const fromMemory = await readAll(a, all.length, (r) => r);
-    await a.close();
-    const b = newLog();
-    const fromFiles = await readAll(b, all.length, (r) => r);
-    expect(fromMemory).toEqual(fromFiles);
-    expect([...fromFiles.values()].flat()).toHaveLength(all.length);
-  });
+  it.each([
+    ['one segment per partition: the tail trimmed to its 1 MiB, the rest from the file', undefined],
+    ['segments of 512 KiB: the ones before the last forget their tails', 512 * 1024],
+  ])(
+    'gives the latest records from memory exactly as the files give them after a reopen (%s)',
+    async (_, segmentBytes) => {
+      const a = newLog({ segmentBytes });
+      await a.ensureTopic(TOPIC);
+      // About 1.9 MB per partition: more than the tail a segment keeps in memory.
+      const all = records(12_000, 50).map((r) => ({
+        ...r,
+        value: { ...r.value, attrs_json: JSON.stringify({ pad: 'x'.repeat(300) }) },
+      }));
+      for (let i = 0; i < all.length; i += 400) await a.append(TOPIC, all.slice(i, i + 400));
+      const fromMemory = await readAll(a, all.length, (r) => r);
+      await a.close();
+      const files = readdirSync(join(dir, TOPIC.name)).filter((n) => n.endsWith('.log'));
+      if (segmentBytes) expect(files.length).toBeGreaterThan(2 * TOPIC.partitions);
+      else expect(files.length).toBe(TOPIC.partitions);
+      const b = newLog({ segmentBytes });
+      const fromFiles = await readAll(b, all.length, (r) => r);
+      expect(fromMemory).toEqual(fromFiles);
+      expect([...fromFiles.values()].flat()).toHaveLength(all.length);
+    },
+  );
 
   it('cuts a torn last record off on open and appends after it', async () => {
     const a = newLog();

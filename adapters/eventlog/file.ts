@@ -35,10 +35,11 @@
  * acknowledged records.
  *
  * Reads: consumer loops (groups.ts, the same consumer groups as LocalEventLog) read the latest
- * records from memory (the frames of the last appends of each segment, about TAIL_BYTES, kept once
- * written and synced), the others from the files with positional reads at a cursor remembered per
- * read position, or from a sparse in-memory index (one file position every INDEX_EVERY records). A stored offset beyond the end of the log is an
- * error (the log files and the SQL store do not belong together), never a silent skip.
+ * records from memory (the frames of the last appends of each partition's last segment, about
+ * TAIL_BYTES, kept once written and synced), the others from the files with positional reads at a
+ * cursor remembered per read position, or from a sparse in-memory index (one file position every
+ * INDEX_EVERY records). A stored offset beyond the end of the log is an error (the log files and
+ * the SQL store do not belong together), never a silent skip.
  *
  * One process per directory: the directory is locked (`<dir>.lock`, adapters/sql/dirlock.ts), and
  * consumer groups live in this instance.
@@ -231,6 +232,12 @@ class Segment {
       this.tail = this.tail.slice(drop);
       this.tailBase += drop;
     }
+  }
+
+  /** Forgets the tail (the segment is no longer the last: appends go to the next one). */
+  dropTail(): void {
+    this.tail = [];
+    this.tailBytes = 0;
   }
 
   /** Up to `max` frames from `offset` on when the tail holds `offset`, else null (read the file). */
@@ -573,6 +580,7 @@ export class FileEventLog implements EventLog {
       throw err;
     }
     part.segments.push(seg);
+    last.dropTail();
     return seg;
   }
 
