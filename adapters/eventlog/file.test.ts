@@ -135,7 +135,7 @@ describe('FileEventLog', () => {
   });
 
   it.each([
-    ['one segment per partition: the tail trimmed to its 1 MiB, the rest from the file', undefined],
+    ['one segment per partition: the tail trimmed to its 256 KiB, the rest from the file', undefined],
     ['segments of 512 KiB: the ones before the last forget their tails', 512 * 1024],
   ])(
     'gives the latest records from memory exactly as the files give them after a reopen (%s)',

@@ -112,7 +112,7 @@ const INDEX_EVERY = 256;
 /** Bytes read from a file at a time by a consumer. */
 const READ_CHUNK = 1024 * 1024;
 /** The latest appended bytes a segment keeps in memory, so consumers that keep up read no file. */
-const TAIL_BYTES = 1024 * 1024;
+const TAIL_BYTES = 256 * 1024;
 export const DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024;
 export const DEFAULT_RETENTION_MS = 30 * 24 * 3600 * 1000;
 
@@ -178,6 +178,13 @@ function parseRecord(buf: Buffer, at: number): Parsed | 'short' | 'bad' {
   };
 }
 
+/** A group's frames in a segment's tail: the bytes as written, the first offset, each frame's end. */
+interface TailChunk {
+  base: number;
+  buf: Buffer;
+  ends: number[];
+}
+
 /** One segment file: its base offset, durable size and record count, and where records start. */
 class Segment {
   /** Durable (synced) bytes and records: what readers may see. */
@@ -190,11 +197,10 @@ class Segment {
   /** Where the next record after a read ended: next offset → file position (small, recent). */
   private readonly cursors = new Map<number, number>();
   /**
-   * The frames of the latest appends (their bytes as written and synced, about TAIL_BYTES at most)
-   * and the offset of the first: a consumer that keeps up reads them instead of the file.
+   * The latest appends (their bytes as written and synced, about TAIL_BYTES at most), one chunk per
+   * group: a consumer that keeps up reads them instead of the file.
    */
-  private tail: Buffer[] = [];
-  private tailBase = 0;
+  private tail: TailChunk[] = [];
   private tailBytes = 0;
 
   constructor(
@@ -217,21 +223,20 @@ class Segment {
     }
   }
 
-  /** Records that `frames` were appended durably (`advance`), keeping them as the tail. */
-  appended(frames: Buffer[]): void {
-    if (this.tail.length === 0) this.tailBase = this.end;
+  /**
+   * Records that `frames` were appended durably (`advance`), keeping `written` (their bytes, as one
+   * buffer) as the tail's newest chunk.
+   */
+  appended(frames: Buffer[], written: Buffer): void {
+    const base = this.end;
     this.advance(frames.map((b) => b.length));
-    for (const b of frames) {
-      this.tail.push(b);
-      this.tailBytes += b.length;
-    }
-    let drop = 0;
-    while (this.tailBytes > TAIL_BYTES && drop < this.tail.length - 1)
-      this.tailBytes -= this.tail[drop++]!.length;
-    if (drop > 0) {
-      this.tail = this.tail.slice(drop);
-      this.tailBase += drop;
-    }
+    const ends: number[] = [];
+    let at = 0;
+    for (const b of frames) ends.push((at += b.length));
+    this.tail.push({ base, buf: written, ends });
+    this.tailBytes += written.length;
+    while (this.tailBytes > TAIL_BYTES && this.tail.length > 1)
+      this.tailBytes -= this.tail.shift()!.buf.length;
   }
 
   /** Forgets the tail (the segment is no longer the last: appends go to the next one). */
@@ -242,9 +247,16 @@ class Segment {
 
   /** Up to `max` frames from `offset` on when the tail holds `offset`, else null (read the file). */
   fromTail(offset: number, max: number): Buffer[] | null {
-    if (this.tail.length === 0 || offset < this.tailBase || offset >= this.end) return null;
-    const at = offset - this.tailBase;
-    return this.tail.slice(at, at + max);
+    if (this.tail.length === 0 || offset < this.tail[0]!.base || offset >= this.end) return null;
+    let i = this.tail.length - 1;
+    while (this.tail[i]!.base > offset) i--;
+    const frames: Buffer[] = [];
+    for (; i < this.tail.length && frames.length < max; i++) {
+      const { base, buf, ends } = this.tail[i]!;
+      for (let k = Math.max(0, offset - base); k < ends.length && frames.length < max; k++)
+        frames.push(buf.subarray(k === 0 ? 0 : ends[k - 1], ends[k]));
+    }
+    return frames;
   }
 
   remember(offset: number, position: number): void {
@@ -525,15 +537,15 @@ export class FileEventLog implements EventLog {
         for (const b of list) all.push(b);
       }
     }
-    const writes = new Map<Segment, Buffer[]>();
+    const writes = new Map<Segment, { list: Buffer[]; buf: Buffer }>();
     try {
       for (const [part, list] of frames) {
         const full = part.last.size >= this.segmentBytes && part.last.count > 0;
-        writes.set(full ? await this.roll(part) : part.last, list);
+        const buf = list.length === 1 ? list[0] : Buffer.concat(list);
+        writes.set(full ? await this.roll(part) : part.last, { list, buf });
       }
       await Promise.all(
-        [...writes].map(async ([seg, list]) => {
-          const buf = list.length === 1 ? list[0] : Buffer.concat(list);
+        [...writes].map(async ([seg, { buf }]) => {
           let done = 0;
           while (done < buf.length) {
             const { bytesWritten } = await seg.fh.write(buf, done, buf.length - done, seg.size + done);
@@ -559,8 +571,8 @@ export class FileEventLog implements EventLog {
       throw new Error(`event log write failed: ${e.message}`);
     }
     const at = this.now();
-    for (const [seg, list] of writes) {
-      seg.appended(list);
+    for (const [seg, { list, buf }] of writes) {
+      seg.appended(list, buf);
       seg.lastAppend = at;
     }
   }
