@@ -56,6 +56,7 @@ import type { Queryable, Sql } from '../adapters/sql/types';
 import { WriteBehind } from '../core/write-behind';
 import type { Topic } from '../schemas/topics';
 import type { Logger } from '../shared/logger';
+import { exponentialDelay } from '../shared/backoff';
 import type { Metrics } from '../shared/metrics';
 import { readOffsets } from './offsets';
 import { RoundBudget } from './round-budget';
@@ -595,7 +596,7 @@ export async function startProcessor<T>(
       await ran;
     } catch (err) {
       repairFailures++;
-      const wait = Math.min(REPAIR_MAX_PAUSE_MS, REPAIR_PAUSE_MS * 2 ** Math.min(repairFailures - 1, 10));
+      const wait = exponentialDelay(repairFailures, REPAIR_PAUSE_MS, REPAIR_MAX_PAUSE_MS);
       log.warn(
         { partitions: parts.map((x) => x.partition), err: errorMessage(err), retry_in_ms: wait },
         'derived index still behind; retrying',

@@ -5,6 +5,8 @@
  * time (like the consumer framework's dead-letter window), not the injected clock: backoff is an
  * operational guard, and a test clock that stands still must not freeze a job forever.
  */
+import { exponentialDelay } from '../shared/backoff';
+
 export interface BackoffPolicy {
   /** Delay after the first failure, ms. */
   initialMs: number;
@@ -17,7 +19,7 @@ export const ITEM_BACKOFF: BackoffPolicy = { initialMs: 1000, maxMs: 10 * 60_000
 
 /** The delay after `failures` consecutive failures (>= 1): initial * 2^(failures - 1), capped. */
 export function backoffDelay(p: BackoffPolicy, failures: number): number {
-  return Math.min(p.maxMs, p.initialMs * 2 ** Math.min(40, Math.max(0, failures - 1)));
+  return exponentialDelay(failures, p.initialMs, p.maxMs);
 }
 
 /** Per-item failure memory of one job. */

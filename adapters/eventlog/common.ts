@@ -2,6 +2,8 @@
  * Pieces shared by the event-log adapters: the logger hook, retry backoff (the key partitioner is
  * partitioner.ts).
  */
+import { exponentialDelay } from '../../shared/backoff';
+
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
 /**
  * Where the adapters (and kafkajs, through them) write their diagnostics. The composition root
@@ -22,9 +24,7 @@ export interface BackoffOptions {
 
 /** Wait before retry number `attempt` (1-based): initial * 2^(attempt-1), capped. */
 export function backoffDelay(attempt: number, opts: BackoffOptions = {}): number {
-  const initial = opts.initialMs ?? 100;
-  const max = opts.maxMs ?? 5000;
-  return Math.min(max, initial * 2 ** Math.min(Math.max(attempt - 1, 0), 30));
+  return exponentialDelay(attempt, opts.initialMs ?? 100, opts.maxMs ?? 5000);
 }
 
 export function errorMessage(err: unknown): string {
