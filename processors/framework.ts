@@ -289,6 +289,8 @@ export async function startProcessor<T>(
   /** Rounds only: partitions whose index update failed, with the committed records it missed. */
   const behind = new Map<number, LogRecord<T>[]>();
   let stopping = false;
+  /** What a batch of a partition behind gets when the processor stops before the repair. */
+  const indexBehind = () => new Error('processor stopped: its derived index is behind');
 
   await deps.eventLog.ensureTopic(p.topic);
 
@@ -860,8 +862,7 @@ export async function startProcessor<T>(
 
   const handleBatch = (batch: Batch<T>): Promise<void> => {
     if (fatal) return Promise.reject(new Error(`processor stopped: ${fatal}`));
-    if (stopping && behind.has(batch.partition))
-      return Promise.reject(new Error('processor stopped: its derived index is behind'));
+    if (stopping && behind.has(batch.partition)) return Promise.reject(indexBehind());
     return new Promise<void>((resolve, reject) => {
       waiting.push({ batch, arrivedAt: Date.now(), resolve, reject });
       pump();
@@ -922,7 +923,7 @@ export async function startProcessor<T>(
         const w = waiting[i]!;
         if (!behind.has(w.batch.partition)) continue;
         waiting.splice(i, 1);
-        w.reject(new Error('processor stopped: its derived index is behind'));
+        w.reject(indexBehind());
       }
       await consumer!.stop();
       await repairRun;
